@@ -1,0 +1,48 @@
+"""Paths and defaults: the only module that knows where things live."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# lib/rolloutlab/config.py -> the checkout's root
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DATA_DIR = PROJECT_ROOT / "data"
+DEMO_DIR = DATA_DIR / "demo"
+NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
+NATIVE_SCHEMA = Path(__file__).resolve().parent / "schemas" / "native-rollout.schema.json"
+
+DB_ENV_VAR = "ROLLOUTLAB_DB"
+DEFAULT_DB = DATA_DIR / "rolloutlab.duckdb"
+
+# Real logs shared with the project; tests skip where absent.
+REAL_DATA_ENV_VAR = "ROLLOUTLAB_REAL_DATA"
+REAL_DATA_DIR = PROJECT_ROOT.parent / "shared" / "data" / "real"
+
+# Metric defaults (DESIGN.md, "Metric definitions").
+PASS_THRESHOLD = 1.0
+LONG_TAIL_CALLS = 15
+
+# Ingest: longest single JSONL record we accept (a rollout with long transcripts).
+MAX_LINE_BYTES = 64 * 1024 * 1024
+# How many reject reasons the CLI prints per ingest.
+SHOWN_REJECTS = 5
+
+
+def db_path(db: str | os.PathLike | None = None) -> Path:
+    """The database to open: the argument, else $ROLLOUTLAB_DB, else data/rolloutlab.duckdb."""
+    if db is not None:
+        return Path(db)
+    env = os.environ.get(DB_ENV_VAR)
+    return Path(env) if env else DEFAULT_DB
+
+
+def real_data_dir() -> Path:
+    env = os.environ.get(REAL_DATA_ENV_VAR)
+    return Path(env) if env else REAL_DATA_DIR
+
+
+def progress_disabled() -> bool | None:
+    """Progress bars stay quiet in CI and when output is not a terminal."""
+    if os.environ.get("CI"):
+        return True
+    return None  # tqdm decides from the stream (None = off when not a TTY)

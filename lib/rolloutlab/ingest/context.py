@@ -1,0 +1,25 @@
+"""What a format loader is handed and what it hands back."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+
+@dataclass(frozen=True)
+class LoadContext:
+    con: duckdb.DuckDBPyConnection
+    path: Path
+    source_id: int
+    id_prefix: str  # rollout ids derived from file and line start with this
+    run: str | None = None  # --run: overrides the file's run labels
+    split: str | None = None
+    step: int | None = None
+
+
+@dataclass
+class LoadResult:
+    n_records: int
+    n_rejected: int
+    notes: list[str] = field(default_factory=list)

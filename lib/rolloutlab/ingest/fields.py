@@ -1,0 +1,132 @@
+"""Field specs -> SQL: type checks with readable reasons, and typed values.
+
+A format module parses each record once into a STRUCT whose leaves are JSON text (so a wrong type
+is seen, never silently cast to NULL), then describes each field once with a ``Field``. From that
+we build the condition that a leaf has the wrong kind, the reason users read, and the typed value.
+Kinds are told from the leaf's first character (minified JSON: '"' string, '{' object, ...): far
+cheaper than parsing millions of small values again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KIND_TEXT = {
+    "string": "a string",
+    "text": "any JSON value",
+    "number": "a number",
+    "integer": "an integer",
+    "timestamp": "an ISO-8601 timestamp string",
+    "object": "a JSON object",
+    "array": "a JSON array",
+    "boolean": "true or false",
+    "json": "any JSON value",
+}
+# Leaf types in the from_json structure. Containers are parsed as typed lists/structs elsewhere.
+NUMBER_START = "('-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9')"
+
+
+TIMESTAMP = "try_cast({text} AS TIMESTAMPTZ)::TIMESTAMP"
+
+
+def unquote_sql(ref: str) -> str:
+    """The text of a JSON string leaf; only strings with escapes need a JSON parse."""
+    return (f"CASE WHEN contains({ref}, '\\') THEN {ref}->>'$' "
+            f"ELSE substr({ref}::VARCHAR, 2, length({ref}::VARCHAR) - 2) END")
+
+
+def lit(text: str) -> str:
+    """An SQL string literal for a constant written in this code base (never user input)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def json_kind_sql(ref: str) -> str:
+    """The JSON kind of a leaf in the words users know (string, number, ...)."""
+    return (f"CASE left({ref}, 1) WHEN '\"' THEN 'string' WHEN 't' THEN 'boolean' WHEN 'f' THEN 'boolean' "
+            f"WHEN '{{' THEN 'object' WHEN '[' THEN 'array' WHEN 'n' THEN 'null' ELSE 'number' END")
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: str  # one of KIND_TEXT
+    required: bool = False
+    choices: tuple[str, ...] = ()
+
+    def bad_type_sql(self, ref: str) -> str:
+        """True when the JSON leaf at ``ref`` is present and of the wrong kind."""
+        first = f"left({ref}, 1)"
+        cond = {
+            "string": f"{first} <> '\"' AND {first} NOT IN {NUMBER_START}",
+            "text": "false",
+            "json": "false",
+            "number": f"{first} NOT IN {NUMBER_START}",
+            "integer": f"({first} NOT IN {NUMBER_START} OR contains({ref}, '.') OR contains({ref}, 'e') "
+                       f"OR contains({ref}, 'E'))",
+            "timestamp": f"({first} <> '\"' OR {TIMESTAMP.format(text=unquote_sql(ref))} IS NULL)",
+            "object": f"{first} <> '{{'",
+            "array": f"{first} <> '['",
+            "boolean": f"{ref} NOT IN ('true', 'false')",
+        }[self.kind]
+        if self.choices:
+            allowed = ", ".join(lit(c) for c in self.choices)
+            cond = f"({cond} OR ({ref}->>'$') NOT IN ({allowed}))"
+        return f"({ref} IS NOT NULL AND {cond})"
+
+    def reason_sql(self, ref: str, where: str) -> str:
+        """Why the value is bad; ``where`` is an SQL expression naming the field's location."""
+        want = KIND_TEXT[self.kind]
+        if self.choices:
+            want = "one of " + ", ".join(self.choices)
+        must = lit("' must be " + want + ", got ")
+        return f"'field ''' || {where} || {must} || {json_kind_sql(ref)} || ' ' || left({ref}, 60)"
+
+    def value_sql(self, ref: str) -> str:
+        """The typed value of the JSON leaf at ``ref`` (assumes it passed ``bad_type_sql``)."""
+        text = f"CASE WHEN left({ref}, 1) = '\"' THEN {unquote_sql(ref)} ELSE {ref}::VARCHAR END"
+        return {
+            "string": text,
+            "text": text,
+            "json": ref,
+            "number": f"try_cast({ref} AS DOUBLE)",
+            "integer": f"try_cast({ref} AS BIGINT)",
+            "timestamp": TIMESTAMP.format(text=unquote_sql(ref)),
+            "object": ref,
+            "array": ref,
+            "boolean": f"({ref} = 'true')",
+        }[self.kind]
+
+
+def struct_type(fields: list[Field]) -> str:
+    """The from_json structure that keeps every field as a JSON leaf."""
+    return "{" + ", ".join(f'"{f.name}": "JSON"' for f in fields) + "}"
+
+
+def first_problem_sql(checks: list[tuple[str, str]]) -> str:
+    """CASE returning the reason of the first failing (condition, reason) pair, else NULL."""
+    if not checks:
+        return "NULL"
+    whens = "\n        ".join(f"WHEN {cond} THEN {reason}" for cond, reason in checks)
+    return f"CASE\n        {whens}\n        END"
+
+
+def type_checks(fields: list[Field], prefix: str, where_prefix: str = "") -> list[tuple[str, str]]:
+    """(condition, reason) pairs for every field's type, in field order.
+
+    ``prefix`` is the SQL of the struct holding the leaves; ``where_prefix`` an SQL expression put
+    before the field name in reasons (e.g. ``'tool_calls[' || idx || '].'`` for nested items).
+    """
+    checks = []
+    for f in fields:
+        ref = f'{prefix}."{f.name}"'
+        where = f"{where_prefix} || {lit(f.name)}" if where_prefix else lit(f.name)
+        checks.append((f.bad_type_sql(ref), f.reason_sql(ref, where)))
+    return checks
+
+
+def required_checks(fields: list[Field], prefix: str, where_prefix: str = "") -> list[tuple[str, str]]:
+    checks = []
+    for f in fields:
+        if f.required:
+            where = f"{where_prefix} || {lit(f.name)}" if where_prefix else lit(f.name)
+            checks.append((f'{prefix}."{f.name}" IS NULL', f"'missing required field ''' || {where} || ''''"))
+    return checks

@@ -1,0 +1,96 @@
+"""Read a JSONL file into a numbered temp table inside DuckDB, rejecting lines that are not UTF-8.
+
+The CSV reader with a delimiter that valid JSON never contains (\\x01) hands every line over as
+one VARCHAR, in file order, and records undecodable lines (with their line numbers) in a rejects
+table instead of failing. Line numbers of the good lines are recovered by counting around the
+rejected ones, all in SQL.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from .. import config
+
+LINES_TABLE = "_rl_lines"  # (line_no, line): non-blank, decodable lines
+STAGED_REJECTS = "_rl_rejects"  # (line_no, raw, reason): what a loader could not load
+
+
+def read_lines_sql() -> str:
+    return f"""
+    CREATE OR REPLACE TEMP TABLE _rl_raw AS
+    SELECT line FROM read_csv($path, columns = {{'line': 'VARCHAR'}}, header = false,
+        delim = '\x01', quote = '', escape = '', auto_detect = false, strict_mode = false,
+        null_padding = false, ignore_errors = true, store_rejects = true,
+        rejects_table = '_rl_csv_rejects', rejects_scan = '_rl_csv_scans',
+        max_line_size = {int(config.MAX_LINE_BYTES)}, buffer_size = {int(config.MAX_LINE_BYTES) * 2},
+        parallel = false)
+    """
+
+
+# rowids follow insertion (= file) order; inside a transaction they start at a large offset.
+POSITION = "rowid - (SELECT min(rowid) FROM _rl_raw)"
+# Cheap on long lines: only short ones can be blank.
+NOT_BLANK = "line IS NOT NULL AND (strlen(line) > 64 OR trim(line) <> '')"
+
+
+def number_lines_sql(with_rejected_lines: bool) -> str:
+    if not with_rejected_lines:  # the usual case: a view, no copy of the text
+        return f"""CREATE OR REPLACE TEMP VIEW {LINES_TABLE} AS
+            SELECT {POSITION} + 1 AS line_no, line FROM _rl_raw WHERE {NOT_BLANK}"""
+    return f"""
+    CREATE OR REPLACE TEMP TABLE {LINES_TABLE} AS
+    WITH bad AS (SELECT DISTINCT line AS line_no FROM _rl_csv_rejects),
+    total AS (SELECT (SELECT count(*) FROM _rl_raw) + (SELECT count(*) FROM bad) AS n),
+    good_numbers AS (
+        SELECT g.line_no, row_number() OVER (ORDER BY g.line_no) - 1 AS pos
+        FROM total, generate_series(1, total.n) AS g(line_no)
+        WHERE g.line_no NOT IN (SELECT line_no FROM bad))
+    SELECT n.line_no, r.line
+    FROM (SELECT {POSITION} AS pos, line FROM _rl_raw) r JOIN good_numbers n USING (pos)
+    WHERE {NOT_BLANK}
+    """
+
+
+def encoding_rejects_sql() -> str:
+    return f"""
+    INSERT INTO {STAGED_REJECTS}
+    SELECT DISTINCT ON (line) line, csv_line,
+        CASE WHEN error_type = 'INVALID ENCODING'
+             THEN 'invalid UTF-8: the line has bytes that are not UTF-8; re-encode the file as UTF-8'
+             ELSE 'unreadable line (' || error_type || '): ' || error_message END
+    FROM _rl_csv_rejects ORDER BY line
+    """
+
+
+def stage_lines(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Make ``_rl_lines(line_no, line)`` (blank lines skipped) and stage undecodable lines."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_REJECTS} (line_no BIGINT, raw VARCHAR, reason VARCHAR)")
+    drop_lines(con)
+    if path.stat().st_size == 0:
+        con.execute("CREATE TEMP TABLE _rl_raw (line VARCHAR)")
+        con.execute(number_lines_sql(False))
+        return
+    con.execute(read_lines_sql(), {"path": str(path)})
+    n_bad = con.execute("SELECT count(*) FROM _rl_csv_rejects").fetchone()[0]
+    con.execute(number_lines_sql(n_bad > 0))
+    con.execute(encoding_rejects_sql())
+
+
+def drop_lines(con: duckdb.DuckDBPyConnection) -> None:
+    kind = con.execute("SELECT table_type FROM information_schema.tables WHERE table_name = ?",
+                       [LINES_TABLE]).fetchone()
+    if kind:
+        con.execute(f"DROP {'VIEW' if kind[0] == 'VIEW' else 'TABLE'} {LINES_TABLE}")
+    for table in ("_rl_raw", "_rl_csv_rejects", "_rl_csv_scans"):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        if fh.tell() == 0:
+            return True
+        fh.seek(-1, 2)
+        return fh.read(1) == b"\n"

@@ -1,0 +1,284 @@
+"""rolloutlab's own JSONL: one rollout per line (docs/formats.md, schemas/native-rollout.schema.json).
+
+Everything runs in DuckDB. Lines are staged (lines.py) and parsed once into a STRUCT whose leaves
+are JSON text; nested arrays (tool calls, grades, messages) are unnested into their own staging
+tables with typed values and the first problem of each item; every line gets the reason of its
+first problem, or none; the lines without a reason are inserted.
+"""
+from __future__ import annotations
+
+from .. import store
+from .context import LoadContext, LoadResult
+from .fields import Field, first_problem_sql, lit, required_checks, struct_type, type_checks
+from .lines import LINES_TABLE, STAGED_REJECTS, drop_lines, ends_with_newline, stage_lines
+
+FORMAT = "native"
+FORMAT_VERSION = 1
+
+# Top-level leaves (containers are below).
+ROLLOUT_FIELDS = [
+    Field("rollout_id", "string"),
+    Field("run", "string"),
+    Field("model", "string"),
+    Field("checkpoint", "string"),
+    Field("step", "integer"),
+    Field("split", "string"),
+    Field("sample_id", "string"),
+    Field("attempt", "integer"),
+    Field("started_at", "timestamp"),
+    Field("ended_at", "timestamp"),
+    Field("latency_s", "number"),
+    Field("status", "string", choices=store.STATUSES),
+    Field("stop_reason", "string"),
+    Field("final_answer", "text"),
+    Field("score", "number"),
+    Field("cost_usd", "number"),
+    Field("error", "text"),
+    Field("prompt", "text"),
+    Field("reference", "text"),
+    Field("meta", "object"),
+]
+USAGE_FIELDS = [
+    Field("input_tokens", "integer"),
+    Field("output_tokens", "integer"),
+    Field("reasoning_tokens", "integer"),
+]
+TOOL_CALL_FIELDS = [
+    Field("call_id", "string"),
+    Field("turn", "integer"),
+    Field("tool", "string", required=True),
+    Field("arguments", "json"),
+    Field("started_at", "timestamp"),
+    Field("ended_at", "timestamp"),
+    Field("latency_s", "number"),
+    Field("status", "string"),
+    Field("error", "text"),
+    Field("output_chars", "integer"),
+]
+GRADE_FIELDS = [
+    Field("grader", "string", required=True),
+    Field("score", "number", required=True),
+    Field("weight", "number"),
+    Field("passed", "boolean"),
+    Field("details", "json"),
+]
+MESSAGE_FIELDS = [
+    Field("role", "string"),
+    Field("content", "text"),
+    Field("turn", "integer"),
+    Field("ts", "timestamp"),
+]
+# name -> (JSON kind it must be, fields of its items); parsed as typed lists / a struct.
+ARRAYS = {"tool_calls": TOOL_CALL_FIELDS, "grades": GRADE_FIELDS, "messages": MESSAGE_FIELDS}
+OBJECTS = {"usage": USAGE_FIELDS}
+
+# Statuses under which a rollout legitimately has no score.
+SCORELESS_STATUSES = ("infra_error", "model_error", "ungraded")
+
+
+def sniff(first_record: object) -> bool:
+    """A native record names its sample and carries a run, a score or tool calls at top level."""
+    return (isinstance(first_record, dict) and "sample_id" in first_record and "trace" not in first_record
+            and any(k in first_record for k in ("run", "score", "tool_calls", "rollout_id")))
+
+
+def top_structure() -> str:
+    """Top-level leaves as JSON; each array only as a list of BOOLEAN, which is cheap to build and
+    NULL exactly when the field is absent, null or not an array."""
+    parts = [f'"{f.name}": "JSON"' for f in ROLLOUT_FIELDS]
+    parts += [f'"{name}": {struct_type(fields)}' for name, fields in OBJECTS.items()]
+    parts += [f'"{name}": ["BOOLEAN"]' for name in ARRAYS]
+    return "{" + ", ".join(parts) + "}"
+
+
+def _container_problem_sql() -> str:
+    """A container of the wrong kind parses to NULL; look closer only where its key appears."""
+    checks = []
+    for name, kind, want in ([(n, "ARRAY", "a JSON array") for n in ARRAYS]
+                             + [(n, "OBJECT", "a JSON object") for n in OBJECTS]):
+        path = lit(f"$.{name}")
+        checks.append((
+            f"r.\"{name}\" IS NULL AND contains(line, {lit(chr(34) + name + chr(34))}) "
+            f"AND json_type(line, {path}) NOT IN ('{kind}', 'NULL')",
+            f"'field ''{name}'' must be {want}, got ' || lower(json_type(line, {path})) || ' ' "
+            f"|| left(json_extract(line, {path})::VARCHAR, 60)"))
+    return first_problem_sql(checks)
+
+
+def items_sql(name: str, typed: dict[str, str]) -> str:
+    """Parse one array of every record into typed rows with the first problem of each item."""
+    fields = ARRAYS[name]
+    structure = lit("{" + f'"{name}": [{struct_type(fields)}]' + "}")
+    where = f"'{name}[' || (idx - 1) || '].'"
+    checks = required_checks(fields, "it", where) + type_checks(fields, "it", where)
+    values = ", ".join(f"{expr} AS \"{col}\"" for col, expr in typed.items())
+    return f"""
+    CREATE OR REPLACE TEMP TABLE _rl_{name} AS
+    SELECT line_no, (idx - 1)::INTEGER AS idx, {values}, {first_problem_sql(checks)} AS problem
+    FROM (SELECT line_no, unnest(items) AS it, generate_subscripts(items, 1) AS idx
+          FROM (SELECT line_no, try(from_json(line, {structure})."{name}") AS items
+                FROM {LINES_TABLE}
+                WHERE line_no IN (SELECT line_no FROM _rl_rows WHERE "has_{name}")))
+    """
+
+
+def _typed(fields: list[Field], prefix: str = "it") -> dict[str, str]:
+    return {f.name: f.value_sql(f'{prefix}."{f.name}"') for f in fields}
+
+
+def tool_call_values() -> dict[str, str]:
+    v = _typed(TOOL_CALL_FIELDS)
+    v["latency_s"] = f"coalesce({v['latency_s']}, epoch({v['ended_at']}) - epoch({v['started_at']}))"
+    v["status"] = f"coalesce({v['status']}, CASE WHEN it.error IS NULL THEN 'ok' ELSE 'error' END)"
+    return v
+
+
+def grade_values() -> dict[str, str]:
+    v = _typed(GRADE_FIELDS)
+    v["weight"] = f"coalesce({v['weight']}, 1.0)"
+    return v
+
+
+def rows_sql(has_run_override: bool, truncated_last_line: int | None) -> str:
+    """One row per record: typed top-level values and its reject reason (NULL when it loads)."""
+    truncated = (f"WHEN r IS NULL AND line_no = {int(truncated_last_line)} THEN "
+                 "'invalid JSON on the last line, which has no line end: the file looks truncated "
+                 "(was the writer stopped mid-write?)'" if truncated_last_line else "")
+    checks = type_checks(ROLLOUT_FIELDS, "r") + type_checks(USAGE_FIELDS, "r.usage", "'usage.'")
+    if not has_run_override:
+        checks.append(("r.run IS NULL", "'missing required field ''run'' (or pass --run LABEL)'"))
+    checks.append(("r.sample_id IS NULL", "'missing required field ''sample_id'''"))
+    scoreless = ", ".join(lit(s) for s in SCORELESS_STATUSES)
+    checks.append((
+        f"r.score IS NULL AND r.grades IS NULL AND coalesce(r.status->>'$', 'ok') NOT IN ({scoreless})",
+        "'missing required field ''score'' (required unless status is infra_error, model_error or "
+        "ungraded)'"))
+    v = _typed(ROLLOUT_FIELDS, "r")
+    usage = _typed(USAGE_FIELDS, "r.usage")
+    has_items = ", ".join(f'coalesce(len(r."{name}") > 0, false) AS "has_{name}"' for name in ARRAYS)
+    return f"""
+    CREATE OR REPLACE TEMP TABLE _rl_rows AS
+    WITH parsed AS (
+        SELECT line_no, line, left(ltrim(left(line, 256)), 1) = '{{' AS is_object,
+               try(from_json(line, {lit(top_structure())})) AS r
+        FROM {LINES_TABLE})
+    SELECT line_no,
+        CASE
+        {truncated}
+        WHEN r IS NULL THEN 'invalid JSON: fix the line or remove it'
+        WHEN NOT is_object THEN 'not a JSON object: each line must be one rollout object'
+        ELSE coalesce({_container_problem_sql()}, {first_problem_sql(checks)})
+        END AS reason,
+        coalesce({v['rollout_id']}, $id_prefix || line_no) AS rollout_id,
+        coalesce($run, {v['run']}) AS run_id,
+        {v['model']} AS model, {v['checkpoint']} AS checkpoint,
+        coalesce($step, {v['step']}) AS step, coalesce($split, {v['split']}) AS split,
+        {v['sample_id']} AS sample_id, {v['attempt']} AS attempt_given,
+        {v['started_at']} AS started_at, {v['ended_at']} AS ended_at,
+        coalesce({v['latency_s']}, epoch({v['ended_at']}) - epoch({v['started_at']})) AS latency_s,
+        coalesce({v['status']}, 'ok') AS status, {v['stop_reason']} AS stop_reason,
+        {v['final_answer']} AS final_answer, {v['score']} AS score_given,
+        {usage['input_tokens']} AS input_tokens, {usage['output_tokens']} AS output_tokens,
+        {usage['reasoning_tokens']} AS reasoning_tokens,
+        {v['cost_usd']} AS cost_usd, {v['error']} AS error,
+        {v['prompt']} AS prompt, {v['reference']} AS reference, {has_items}
+    FROM parsed
+    """
+
+
+def rejected_lines_sql() -> str:
+    """Lines that do not load: their own problem, the first problem of their items (arrays in
+    field order), or a rollout id seen before (earlier in the file or in the database)."""
+    item_problems = " UNION ALL ".join(
+        f"SELECT line_no, {i} AS arr, idx, problem FROM _rl_{name} WHERE problem IS NOT NULL"
+        for i, name in enumerate(ARRAYS))
+    return f"""
+    CREATE OR REPLACE TEMP TABLE _rl_rejected AS
+    WITH item_problem AS (
+        SELECT line_no, arg_min(problem, (arr, idx)) AS problem FROM ({item_problems}) GROUP BY line_no),
+    own AS (
+        SELECT line_no, coalesce(w.reason, p.problem) AS reason
+        FROM _rl_rows w LEFT JOIN item_problem p USING (line_no))
+    SELECT line_no, reason FROM own WHERE reason IS NOT NULL
+    UNION ALL
+    SELECT line_no, reason FROM (
+        SELECT line_no,
+            CASE WHEN first_line < line_no
+                 THEN 'duplicate rollout_id ''' || rollout_id || ''' (first on line ' || first_line || ')'
+                 WHEN o.rollout_id IS NOT NULL
+                 THEN 'duplicate rollout_id ''' || rollout_id || ''': already loaded from ' || s.path
+                      || ' line ' || o.source_line END AS reason
+        FROM (SELECT line_no, rollout_id, min(line_no) OVER (PARTITION BY rollout_id) AS first_line
+              FROM _rl_rows WHERE line_no NOT IN (SELECT line_no FROM own WHERE reason IS NOT NULL)) d
+        LEFT JOIN rollouts o USING (rollout_id)
+        LEFT JOIN sources s ON s.source_id = o.source_id)
+    WHERE reason IS NOT NULL
+    """
+
+
+def insert_sql() -> list[str]:
+    """Statements filling the canonical tables from the lines not rejected."""
+    ok = "(SELECT * FROM _rl_rows WHERE line_no NOT IN (SELECT line_no FROM _rl_rejected))"
+    return [
+        f"""CREATE OR REPLACE TEMP TABLE _rl_ok AS SELECT * FROM {ok}""",
+        f"""INSERT INTO rollouts
+        WITH calls AS (
+            SELECT line_no, count(*) AS n_calls, count(DISTINCT coalesce(turn, idx)) AS n_turns
+            FROM _rl_tool_calls GROUP BY line_no),
+        graded AS (
+            SELECT line_no, sum(score * weight) / nullif(sum(weight), 0) AS weighted
+            FROM _rl_grades GROUP BY line_no)
+        SELECT w.rollout_id, w.run_id, w.sample_id,
+            coalesce(w.attempt_given, row_number() OVER (PARTITION BY w.run_id, w.sample_id ORDER BY w.line_no) - 1),
+            w.started_at, w.ended_at, w.latency_s, w.status, w.stop_reason, w.final_answer,
+            coalesce(w.score_given, g.weighted), coalesce(c.n_turns, 0), coalesce(c.n_calls, 0),
+            w.input_tokens, w.output_tokens, w.reasoning_tokens, w.cost_usd, w.error,
+            $source_id, w.line_no
+        FROM _rl_ok w LEFT JOIN calls c USING (line_no) LEFT JOIN graded g USING (line_no)""",
+        """INSERT INTO tool_calls
+        SELECT w.rollout_id, t.idx, coalesce(t.turn, t.idx), t.tool, t.arguments, t.started_at, t.ended_at,
+               t.latency_s, t.status, t.error, t.output_chars
+        FROM _rl_tool_calls t JOIN _rl_ok w USING (line_no)""",
+        """INSERT INTO grades
+        SELECT w.rollout_id, t.grader, t.score, t.weight, t.passed, t.details
+        FROM _rl_grades t JOIN _rl_ok w USING (line_no)""",
+        """INSERT INTO messages
+        SELECT w.rollout_id, t.idx, t.role, t.content, t.turn, t.ts
+        FROM _rl_messages t JOIN _rl_ok w USING (line_no)""",
+        """INSERT INTO runs
+        SELECT run_id, run_id, any_value(model), any_value(checkpoint), any_value(step),
+               mode(split), $source_id, NULL
+        FROM _rl_ok WHERE run_id NOT IN (SELECT run_id FROM runs) GROUP BY run_id""",
+        """INSERT INTO samples
+        SELECT sample_id, split, any_value(prompt), any_value(reference), NULL, $source_id
+        FROM _rl_ok o WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.sample_id = o.sample_id
+                                        AND s.split IS NOT DISTINCT FROM o.split)
+        GROUP BY sample_id, split""",
+    ]
+
+
+STAGING = ("_rl_tool_calls", "_rl_grades", "_rl_messages", "_rl_rows", "_rl_rejected", "_rl_ok")
+
+
+def load(ctx: LoadContext) -> LoadResult:
+    con = ctx.con
+    stage_lines(con, ctx.path)
+    n_records = con.execute(f"SELECT count(*) FROM {LINES_TABLE}").fetchone()[0]
+    n_records += con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchone()[0]
+    last = None if ends_with_newline(ctx.path) else \
+        con.execute(f"SELECT max(line_no) FROM {LINES_TABLE}").fetchone()[0]
+    con.execute(rows_sql(ctx.run is not None, last),
+                {"id_prefix": ctx.id_prefix, "run": ctx.run, "step": ctx.step, "split": ctx.split})
+    con.execute(items_sql("tool_calls", tool_call_values()))
+    con.execute(items_sql("grades", grade_values()))
+    con.execute(items_sql("messages", _typed(MESSAGE_FIELDS)))
+    con.execute(rejected_lines_sql())
+    con.execute(f"""INSERT INTO {STAGED_REJECTS}
+        SELECT j.line_no, l.line, j.reason FROM _rl_rejected j JOIN {LINES_TABLE} l USING (line_no)""")
+    for sql in insert_sql():
+        con.execute(sql, {"source_id": ctx.source_id} if "$source_id" in sql else None)
+    for table in STAGING:
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    drop_lines(con)
+    n_rejected = con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchone()[0]
+    return LoadResult(n_records=n_records, n_rejected=n_rejected)

@@ -1,0 +1,151 @@
+"""The DuckDB store: connection, canonical schema, schema version, transactions."""
+from __future__ import annotations
+
+import os
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+
+from . import config
+
+SCHEMA_VERSION = 1
+
+STATUSES = ("ok", "model_error", "infra_error", "truncated", "ungraded")
+
+# Canonical tables (DESIGN.md). Times are UTC TIMESTAMPs, durations seconds.
+SCHEMA_DDL = [
+    """CREATE TABLE IF NOT EXISTS rolloutlab_meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
+    """CREATE SEQUENCE IF NOT EXISTS source_id_seq START 1""",
+    """CREATE TABLE IF NOT EXISTS sources (
+        source_id INTEGER PRIMARY KEY, path VARCHAR NOT NULL, format VARCHAR NOT NULL,
+        sha256 VARCHAR NOT NULL, bytes BIGINT, n_records BIGINT, n_rejected BIGINT,
+        ingested_at TIMESTAMP)""",
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id VARCHAR PRIMARY KEY, label VARCHAR NOT NULL, model VARCHAR, checkpoint VARCHAR,
+        step INTEGER, split VARCHAR, source_id INTEGER, meta JSON)""",
+    """CREATE TABLE IF NOT EXISTS samples (
+        sample_id VARCHAR NOT NULL, split VARCHAR, prompt VARCHAR, reference VARCHAR, meta JSON,
+        source_id INTEGER)""",
+    """CREATE TABLE IF NOT EXISTS rollouts (
+        rollout_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, sample_id VARCHAR NOT NULL,
+        attempt INTEGER, started_at TIMESTAMP, ended_at TIMESTAMP, latency_s DOUBLE,
+        status VARCHAR NOT NULL, stop_reason VARCHAR, final_answer VARCHAR, score DOUBLE,
+        n_turns INTEGER, n_tool_calls INTEGER, input_tokens BIGINT, output_tokens BIGINT,
+        reasoning_tokens BIGINT, cost_usd DOUBLE, error VARCHAR, source_id INTEGER,
+        source_line BIGINT)""",
+    """CREATE TABLE IF NOT EXISTS tool_calls (
+        rollout_id VARCHAR NOT NULL, call_idx INTEGER NOT NULL, turn_idx INTEGER, tool VARCHAR,
+        arguments JSON, started_at TIMESTAMP, ended_at TIMESTAMP, latency_s DOUBLE,
+        status VARCHAR, error VARCHAR, output_chars BIGINT)""",
+    """CREATE TABLE IF NOT EXISTS grades (
+        rollout_id VARCHAR NOT NULL, grader VARCHAR NOT NULL, score DOUBLE, weight DOUBLE,
+        passed BOOLEAN, details JSON)""",
+    """CREATE TABLE IF NOT EXISTS messages (
+        rollout_id VARCHAR NOT NULL, msg_idx INTEGER NOT NULL, role VARCHAR, content VARCHAR,
+        turn_idx INTEGER, ts TIMESTAMP)""",
+    """CREATE TABLE IF NOT EXISTS rejects (
+        source_id INTEGER, line_no BIGINT, raw VARCHAR, reason VARCHAR)""",
+]
+
+# Tables whose rows belong to one rollout, deleted with it.
+ROLLOUT_CHILD_TABLES = ("tool_calls", "grades", "messages")
+
+
+class StoreError(RuntimeError):
+    """A problem opening or using the database, with what to do next."""
+
+
+class DatabaseLockedError(StoreError):
+    pass
+
+
+class SchemaVersionError(StoreError):
+    pass
+
+
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.+?) \(PID (?P<pid>\d+)\)")
+
+
+def _locked_message(path: Path, exc: Exception) -> str:
+    m = _LOCK_HOLDER.search(str(exc))
+    holder = f" by {m['prog']} (PID {m['pid']})" if m else ""
+    return (
+        f"The database {path} is in use{holder}. DuckDB allows one writer at a time: close the other "
+        f"notebook or command (or shut down its kernel), or point --db / ${config.DB_ENV_VAR} at another file."
+    )
+
+
+def connect(db: str | os.PathLike | None = None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open the rolloutlab database, creating the canonical tables when writable.
+
+    ``db`` defaults to ``$ROLLOUTLAB_DB`` or ``data/rolloutlab.duckdb``. Open ``read_only=True``
+    where you only read: several readers may share a file that no writer holds.
+    """
+    path = config.db_path(db)
+    if read_only and not path.exists():
+        raise StoreError(f"No database at {path}. Create it with `rolloutlab ingest PATH --db {path}` "
+                         "(or `make demo`).")
+    if not read_only:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        if "lock" in str(exc).lower():
+            raise DatabaseLockedError(_locked_message(path, exc)) from None
+        raise StoreError(f"Could not open the database {path}: {exc}") from None
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")  # our own tqdm bars report progress
+    try:
+        _ensure_schema(con, path, read_only)
+    except Exception:
+        con.close()
+        raise
+    return con
+
+
+def _ensure_schema(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+    has_meta = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'rolloutlab_meta'"
+    ).fetchone()[0]
+    if has_meta:
+        row = con.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone()
+        found = int(row[0]) if row else None
+        if found != SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"The database {path} has rolloutlab schema version {found}; this rolloutlab uses "
+                f"version {SCHEMA_VERSION}. Re-ingest your logs into a new file (--db NEW.duckdb), "
+                "or use the rolloutlab release that wrote it."
+            )
+        return
+    n_tables = con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0]
+    if n_tables:
+        raise SchemaVersionError(
+            f"{path} is a DuckDB file but not a rolloutlab database (it has no rolloutlab_meta table). "
+            "Point --db at a new file."
+        )
+    if read_only:
+        raise StoreError(f"{path} is empty; ingest logs into it first with `rolloutlab ingest`.")
+    with transaction(con):
+        for ddl in SCHEMA_DDL:
+            con.execute(ddl)
+        con.execute("INSERT INTO rolloutlab_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """All or nothing: commit when the block finishes, roll back on any exception."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def q(identifier: str) -> str:
+    """Quote an SQL identifier."""
+    return '"' + identifier.replace('"', '""') + '"'

@@ -1,0 +1,272 @@
+"""Realistic synthetic rollouts (SYNTHETIC DATA: for the demo, tests and benchmarks).
+
+The story is a financial-QA agent that answers questions over 2,800 company reports with three
+tools (``search``, ``list``, ``cat``) under a 10-call budget (max 20 steps). The base checkpoint
+searches sequentially with 8-9 calls per rollout and an occasional tail beyond 15; fine-tuned
+checkpoints (``stepN``) drop to 2-4 calls, issued partly in parallel, and answer more often right.
+
+Each sample has a latent difficulty u ~ U(0, 1); a checkpoint of skill s solves it with
+probability clip((s - u) / BAND + 0.5, 0, 1), so samples far below s are always right, far above
+always wrong, and those within BAND of s vary across attempts. Everything is seeded.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterator
+
+N_REPORTS = 2800
+TOOLS = ("search", "list", "cat")
+TOOL_BUDGET = 10
+MAX_STEPS = 20
+BAND = 0.25  # width of the difficulty band in which a sample's outcome varies
+BASE_SKILL, TUNED_SKILL = 0.62, 0.75
+BASE_CALLS, TUNED_CALLS = 8.0, 3.0
+BASE_TAIL = 0.06  # share of base rollouts that wander past 15 calls
+INFRA_ERROR_RATE = 0.01
+START = datetime(2025, 12, 9, 10, 0, 0, tzinfo=timezone.utc)
+
+# Per-tool latency (lognormal: median seconds, sigma) and output size (median chars, sigma).
+TOOL_LATENCY = {"search": (0.40, 0.5), "list": (0.12, 0.4), "cat": (0.25, 0.6)}
+TOOL_OUTPUT = {"search": (1200, 0.5), "list": (350, 0.4), "cat": (4000, 0.8)}
+
+COMPANIES = ["Acme Corp", "Globex", "Initech", "Umbrella", "Hooli", "Stark Industries", "Wayne Enterprises",
+             "Cyberdyne", "Soylent", "Tyrell", "Wonka", "Vandelay", "Oscorp", "Massive Dynamic"]
+METRICS = ["revenue", "net income", "operating margin", "free cash flow", "R&D spend", "capex",
+           "gross margin", "dividend per share"]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    label: str
+    step: int | None
+    progress: float  # 0 = base, 1 = fully fine-tuned
+
+    @property
+    def skill(self) -> float:
+        return BASE_SKILL + (TUNED_SKILL - BASE_SKILL) * self.progress
+
+    @property
+    def mean_calls(self) -> float:
+        return BASE_CALLS + (TUNED_CALLS - BASE_CALLS) * self.progress
+
+
+def parse_checkpoints(labels: list[str] | tuple[str, ...] | str) -> list[Checkpoint]:
+    """``base`` is step-less; ``stepN`` is training step N. The highest step is fully tuned."""
+    if isinstance(labels, str):
+        labels = [x.strip() for x in labels.split(",") if x.strip()]
+    steps = {}
+    for label in labels:
+        m = re.fullmatch(r"step(\d+)", label)
+        if label != "base" and not m:
+            raise ValueError(f"checkpoint {label!r}: use 'base' or 'stepN' (e.g. step10)")
+        steps[label] = int(m.group(1)) if m else None
+    top = max([s for s in steps.values() if s is not None], default=0) or 1
+    return [Checkpoint(label, step, 0.0 if step is None else step / top) for label, step in steps.items()]
+
+
+@dataclass(frozen=True)
+class Sample:
+    sample_id: str
+    prompt: str
+    reference: str
+    difficulty: float
+    partial_credit: float  # what a wrong answer to this sample earns (close numbers, wrong unit)
+
+
+def make_samples(n: int, rng: random.Random) -> list[Sample]:
+    samples = []
+    for i in range(n):
+        company, metric = rng.choice(COMPANIES), rng.choice(METRICS)
+        year = rng.randint(2015, 2024)
+        value = round(rng.lognormvariate(3.5, 1.0), 1)
+        samples.append(Sample(
+            sample_id=f"fin-{i:05d}",
+            prompt=f"What was {company}'s {metric} in fiscal {year}? Answer with a number and unit.",
+            reference=f"${value}M",
+            difficulty=rng.random(),
+            partial_credit=0.5 if rng.random() < 0.3 else 0.0,
+        ))
+    return samples
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _n_calls(ckpt: Checkpoint, rng: random.Random) -> int:
+    if rng.random() < BASE_TAIL * (1 - ckpt.progress):
+        return rng.randint(16, 21)
+    if ckpt.progress >= 0.999:
+        return rng.choice((2, 3, 3, 4))
+    return max(1, min(14, round(rng.gauss(ckpt.mean_calls, 1.6 - 0.6 * ckpt.progress))))
+
+
+def _turn_sizes(n_calls: int, ckpt: Checkpoint, rng: random.Random) -> list[int]:
+    """Calls per assistant turn: the base goes one at a time, tuned checkpoints batch some."""
+    sizes = []
+    left = n_calls
+    while left:
+        width = 2 if left >= 2 and rng.random() < 0.55 * ckpt.progress else 1
+        if width == 2 and left >= 3 and rng.random() < 0.2 * ckpt.progress:
+            width = 3
+        sizes.append(width)
+        left -= width
+    return sizes
+
+
+def _tool_sequence(n: int, rng: random.Random) -> list[str]:
+    seq = ["search"]
+    while len(seq) < n:
+        prev = seq[-1]
+        weights = {"search": (0.45, 0.25, 0.30), "list": (0.15, 0.15, 0.70), "cat": (0.40, 0.20, 0.40)}[prev]
+        seq.append(rng.choices(TOOLS, weights)[0])
+    return seq[:n]
+
+
+def _wrong_answer(reference: str, rng: random.Random) -> str:
+    value = float(reference.strip("$M"))
+    return f"${round(value * rng.choice((0.1, 0.5, 0.9, 1.1, 2.0, 10.0)), 1)}M"
+
+
+def rollout(sample: Sample, ckpt: Checkpoint, attempt: int, rng: random.Random, t0: datetime,
+            messages: bool = True) -> dict:
+    """One synthetic rollout as a native record."""
+    n_calls = _n_calls(ckpt, rng)
+    truncated = n_calls >= MAX_STEPS
+    n_calls = min(n_calls, MAX_STEPS)
+    infra = rng.random() < INFRA_ERROR_RATE
+    fail_at = rng.randrange(n_calls) if infra else None
+    p_success = min(1.0, max(0.0, (ckpt.skill - sample.difficulty) / BAND + 0.5))
+    tools = _tool_sequence(n_calls, rng)
+
+    calls, msgs = [], []
+    t = t0
+    if messages:
+        msgs.append({"role": "user", "content": sample.prompt, "turn": 0, "ts": _iso(t)})
+    idx = 0
+    input_tokens = output_tokens = reasoning_tokens = 0
+    context = 900 + len(sample.prompt) // 4
+    stopped = False
+    for turn, width in enumerate(_turn_sizes(n_calls, ckpt, rng)):
+        think = rng.lognormvariate(math.log(1.8), 0.35)
+        t += timedelta(seconds=think)
+        input_tokens += context
+        out, reason = rng.randint(40, 160), rng.randint(150, 700)
+        output_tokens, reasoning_tokens = output_tokens + out, reasoning_tokens + reason
+        if messages:
+            msgs.append({"role": "assistant", "content": "", "turn": turn, "ts": _iso(t)})
+        turn_end = t
+        for _ in range(width):
+            tool = tools[idx]
+            median, sigma = TOOL_LATENCY[tool]
+            latency = rng.lognormvariate(math.log(median), sigma)
+            start = t + timedelta(milliseconds=rng.randint(0, 30))
+            chars = int(rng.lognormvariate(math.log(TOOL_OUTPUT[tool][0]), TOOL_OUTPUT[tool][1]))
+            status, error = "ok", None
+            if idx == fail_at:
+                latency = 30.0 if rng.random() < 0.5 else latency
+                status = "error"
+                error = "timeout after 30s" if latency == 30.0 else "HTTP 503 Service Unavailable"
+                chars = 0
+            end = start + timedelta(seconds=latency)
+            args = ({"query": sample.prompt[:48]} if tool == "search" else
+                    {"folder": f"reports/{rng.randrange(N_REPORTS):04d}"} if tool == "list" else
+                    {"path": f"reports/{rng.randrange(N_REPORTS):04d}/10-K.txt"})
+            calls.append({"call_id": f"call_{idx}", "turn": turn, "tool": tool, "arguments": args,
+                          "started_at": _iso(start), "ended_at": _iso(end), "latency_s": round(latency, 4),
+                          "status": status, "error": error, "output_chars": chars})
+            if messages:
+                msgs.append({"role": "tool", "content": f"[{tool} output: {chars} chars]", "turn": turn,
+                             "ts": _iso(end)})
+            turn_end = max(turn_end, end)
+            context += chars // 4 + out
+            idx += 1
+            if status == "error":
+                stopped = True
+                break
+        t = turn_end
+        if stopped:
+            break
+
+    record = {
+        "rollout_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        "run": ckpt.label, "model": "gpt-5-mini" if ckpt.step is None else "ft:gpt-5-mini:finqa",
+        "checkpoint": ckpt.label, "step": ckpt.step, "split": "valid",
+        "sample_id": sample.sample_id, "attempt": attempt, "prompt": sample.prompt,
+        "reference": sample.reference,
+    }
+    if infra:
+        record.update(status="infra_error", stop_reason="tool_error", final_answer=None, score=None,
+                      error=calls[-1]["error"], grades=[])
+    else:
+        t += timedelta(seconds=rng.lognormvariate(math.log(2.5), 0.3))
+        input_tokens += context
+        output_tokens += rng.randint(30, 90)
+        correct = (not truncated) and rng.random() < p_success
+        answer_score = 1.0 if correct else sample.partial_credit
+        answer = sample.reference if correct else _wrong_answer(sample.reference, rng)
+        format_score = 0.0 if rng.random() < 0.01 else 1.0
+        score = 1.0 if correct and format_score == 1.0 else round(0.8 * answer_score + 0.2 * format_score, 3)
+        if truncated:
+            score, answer, answer_score, format_score = 0.0, None, 0.0, 0.0
+        record.update(
+            status="truncated" if truncated else "ok",
+            stop_reason="max_steps" if truncated else "final_answer",
+            final_answer=answer, score=score, error=None,
+            grades=[{"grader": "answer", "score": answer_score, "weight": 0.8, "passed": answer_score == 1.0},
+                    {"grader": "format", "score": format_score, "weight": 0.2, "passed": format_score == 1.0}],
+        )
+        if messages and answer is not None:
+            msgs.append({"role": "assistant", "content": f"The answer is {answer}.", "turn": turn + 1,
+                         "ts": _iso(t)})
+    record.update(
+        started_at=_iso(t0), ended_at=_iso(t), latency_s=round((t - t0).total_seconds(), 3),
+        usage={"input_tokens": input_tokens, "output_tokens": output_tokens,
+               "reasoning_tokens": reasoning_tokens},
+        cost_usd=round(input_tokens * 0.25e-6 + (output_tokens + reasoning_tokens) * 2e-6, 6),
+        tool_calls=calls,
+    )
+    if messages:
+        record["messages"] = msgs
+    return record
+
+
+def generate(samples: int = 200, attempts: int = 3, checkpoints=("base", "step10"), seed: int = 0,
+             messages: bool = True) -> Iterator[dict]:
+    """Yield native records: every checkpoint x sample x attempt, deterministic for a seed."""
+    rng = random.Random(seed)
+    items = make_samples(samples, rng)
+    for ckpt in parse_checkpoints(checkpoints):
+        t = START
+        for sample in items:
+            for attempt in range(attempts):
+                yield rollout(sample, ckpt, attempt, rng, t, messages=messages)
+                t += timedelta(seconds=7)
+
+
+def write_native(out_dir: str | Path, samples: int = 200, attempts: int = 3,
+                 checkpoints=("base", "step10"), seed: int = 0, messages: bool = True) -> list[Path]:
+    """Write one ``<checkpoint>.jsonl`` per checkpoint into ``out_dir``; return the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    handles: dict[str, object] = {}
+    paths = []
+    try:
+        for record in generate(samples, attempts, checkpoints, seed, messages):
+            fh = handles.get(record["run"])
+            if fh is None:
+                path = out / f"{record['run']}.jsonl"
+                paths.append(path)
+                fh = handles[record["run"]] = open(path, "w", encoding="utf-8")
+            fh.write(json.dumps(record, separators=(",", ":")) + "\n")
+    finally:
+        for fh in handles.values():
+            fh.close()
+    return paths

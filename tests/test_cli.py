@@ -1,0 +1,73 @@
+"""The command line: exit codes, printed counts, --json, the demo."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from rolloutlab.cli import main
+from conftest import FIXTURES
+
+GOOD = str(FIXTURES / "native" / "good.jsonl")
+BAD = str(FIXTURES / "native" / "bad.jsonl")
+
+
+def test_ingest_prints_counts_and_first_reasons(db_path, capsys):
+    assert main(["ingest", BAD, "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    assert "17 records, 2 loaded, 15 rejected" in out
+    assert f"{BAD}:2: field 'score' must be a number" in out
+    assert out.count(f"{BAD}:") == 5 + 1  # the file line plus the first five reasons
+    assert main(["ingest", BAD, "--db", str(db_path)]) == 0
+    assert "unchanged" in capsys.readouterr().out
+
+
+def test_ingest_exits_non_zero_when_nothing_loads(db_path, tmp_path, capsys):
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text("not json\n{also not\n")
+    assert main(["ingest", str(junk), "--db", str(db_path), "--format", "native"]) == 1
+    assert "0 loaded, 2 rejected" in capsys.readouterr().out
+
+
+def test_ingest_json_and_runs_json(db_path, capsys):
+    assert main(["ingest", GOOD, "--db", str(db_path), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result[0]["loaded"] == 4 and result[0]["action"] == "loaded"
+    assert main(["runs", "--db", str(db_path), "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert [(r["run"], r["rollouts"]) for r in runs] == [("base", 3), ("step10", 1)]
+
+
+def test_missing_database_and_missing_path(tmp_path, capsys):
+    assert main(["runs", "--db", str(tmp_path / "none.duckdb")]) == 2
+    assert "No database at" in capsys.readouterr().err
+    assert main(["ingest", str(tmp_path / "nope.jsonl"), "--db", str(tmp_path / "x.duckdb")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_locked_database_message(db_path):
+    main(["ingest", GOOD, "--db", str(db_path)])
+    holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(db_path)!r}); "
+                               "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        proc = subprocess.run([sys.executable, "-m", "rolloutlab.cli", "ingest", BAD, "--db", str(db_path)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 2
+        assert "is in use by" in proc.stderr and f"PID {holder.pid}" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_synth_and_demo(tmp_path, capsys):
+    assert main(["synth", "--out", str(tmp_path / "s"), "--samples", "5", "--attempts", "2",
+                 "--checkpoints", "base,step2,step4"]) == 0
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["base.jsonl", "step2.jsonl", "step4.jsonl"]
+    assert len((tmp_path / "s" / "step2.jsonl").read_text().splitlines()) == 10
+    capsys.readouterr()
+    assert main(["demo", "--db", str(tmp_path / "demo.duckdb"), "--out", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "600 records, 600 loaded, 0 rejected" in out and "synthetic demo logs" in out
+    assert "step10" in out

@@ -1,0 +1,157 @@
+"""Native JSONL: field-by-field mapping and every reject reason, with exact line numbers."""
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime
+
+import pytest
+
+import rolloutlab as rl
+from conftest import FIXTURES
+
+GOOD = FIXTURES / "native" / "good.jsonl"
+BAD = FIXTURES / "native" / "bad.jsonl"
+
+
+def one(con, sql, params=None):
+    return con.execute(sql, params or []).fetchone()
+
+
+def test_good_file_loads_every_record(con):
+    result = rl.ingest(con, GOOD)
+    assert result.loc[0, ["format", "action", "records", "loaded", "rejected"]].tolist() == \
+        ["native", "loaded", 4, 4, 0]
+    assert one(con, "SELECT count(*) FROM rollouts") == (4,)
+
+
+def test_full_record_maps_field_by_field(con):
+    rl.ingest(con, GOOD)
+    row = con.execute("SELECT * FROM rollouts WHERE rollout_id = 'b-1-0'").df().iloc[0]
+    assert row.run_id == "base" and row.sample_id == "q-1" and row.attempt == 0
+    assert row.started_at == datetime(2025, 12, 9, 10, 0, 0)
+    assert row.latency_s == pytest.approx(12.5)  # derived from the two times
+    assert (row.status, row.stop_reason, row.final_answer, row.score) == ("ok", "final_answer", "$32", 1.0)
+    # three calls; the 2nd and 3rd share turn 1 (issued in parallel) -> 2 turns
+    assert (row.n_tool_calls, row.n_turns) == (3, 2)
+    assert (row.input_tokens, row.output_tokens, row.reasoning_tokens) == (2500, 300, 1200)
+    assert row.cost_usd == pytest.approx(0.01)
+    assert (row.source_line, row.error) == (1, None)
+
+    calls = con.execute("SELECT * FROM tool_calls WHERE rollout_id = 'b-1-0' ORDER BY call_idx").df()
+    assert calls.tool.tolist() == ["search", "cat", "list"]
+    assert calls.turn_idx.tolist() == [0, 1, 1]
+    assert calls.latency_s.tolist() == pytest.approx([0.41, 0.25, 0.10])
+    assert calls.status.tolist() == ["ok", "ok", "error"]  # error text without status -> error
+    assert calls.error.tolist()[2] == "HTTP 404 not found"
+    assert json.loads(calls.arguments[0]) == {"query": "acme revenue"}
+    assert calls.output_chars.tolist()[:2] == [812, 4000]
+
+    grades = con.execute("SELECT grader, score, weight, passed FROM grades WHERE rollout_id = 'b-1-0' "
+                         "ORDER BY grader").fetchall()
+    assert grades == [("answer", 1.0, 0.8, True), ("format", 1.0, 0.2, None)]
+    msgs = con.execute("SELECT msg_idx, role, content, turn_idx FROM messages WHERE rollout_id = 'b-1-0' "
+                       "ORDER BY msg_idx").fetchall()
+    assert msgs[0] == (0, "user", "What was Acme's revenue?", 0)
+    assert json.loads(msgs[1][2]) == [{"type": "text", "text": "searching"}]  # structured content kept as JSON
+
+
+def test_derived_fields(con):
+    rl.ingest(con, GOOD)
+    rows = con.execute("SELECT rollout_id, sample_id, attempt, started_at, latency_s, score, final_answer, "
+                       "status, source_line FROM rollouts ORDER BY source_line").fetchall()
+    second = rows[1]
+    # id from file + line; attempt from order within (run, sample); +02:00 converted to UTC
+    assert second[0].startswith("good-") and second[0].endswith("-L3")
+    assert second[2] == 1
+    assert second[3] == datetime(2025, 12, 9, 10, 0, 0)
+    assert second[4] == pytest.approx(4.0)
+    # no score: weighted mean of grades (0.5*3 + 1.0*1) / 4
+    assert second[5] == pytest.approx(0.625)
+    assert second[6] == "31"
+    infra = rows[2]
+    assert (infra[1], infra[5], infra[7], infra[4]) == ("2", None, "infra_error", 30.0)
+    assert rows[3][2] == 4  # explicit attempt is kept
+
+
+def test_runs_and_samples_tables(con):
+    rl.ingest(con, GOOD)
+    runs = con.execute("SELECT run_id, label, model, step, split FROM runs ORDER BY run_id").fetchall()
+    assert runs == [("base", "base", "gpt-5", None, "valid"), ("step10", "step10", "ft:gpt-5", 10, None)]
+    samples = con.execute("SELECT sample_id, split FROM samples ORDER BY ALL").fetchall()
+    assert samples == [("2", None), ("q-1", "valid"), ("q-1", None)]  # NULLs sort last
+
+
+def test_same_rollout_id_is_stable_across_databases(tmp_path):
+    ids = []
+    for name in ("a.duckdb", "b.duckdb"):
+        c = rl.connect(tmp_path / name)
+        rl.ingest(c, GOOD)
+        ids.append(c.execute("SELECT list(rollout_id ORDER BY rollout_id) FROM rollouts").fetchone()[0])
+        c.close()
+    assert ids[0] == ids[1]
+
+
+EXPECTED_REJECTS = {
+    2: "field 'score' must be a number, got string \"abc\"",
+    3: "invalid JSON: fix the line or remove it",
+    4: "missing required field 'run' (or pass --run LABEL)",
+    5: "missing required field 'sample_id'",
+    6: "missing required field 'score' (required unless status is infra_error, model_error or ungraded)",
+    8: "duplicate rollout_id 'dup' (first on line 1)",
+    9: "not a JSON object: each line must be one rollout object",
+    10: "field 'status' must be one of ok, model_error, infra_error, truncated, ungraded, got string \"finished\"",
+    11: "field 'tool_calls[1].latency_s' must be a number, got string \"slow\"",
+    12: "missing required field 'tool_calls[1].tool'",
+    13: "field 'started_at' must be an ISO-8601 timestamp string, got string \"yesterday\"",
+    14: "field 'tool_calls' must be a JSON array, got object {\"tool\":\"search\"}",
+    15: "field 'usage.input_tokens' must be an integer, got string \"many\"",
+    17: "missing required field 'grades[0].score'",
+    18: "invalid JSON on the last line, which has no line end: the file looks truncated "
+        "(was the writer stopped mid-write?)",
+}
+
+
+def test_every_reject_reason_with_its_line(con):
+    result = rl.ingest(con, BAD)
+    # 18 lines, one blank: 17 records = 2 loaded + 15 rejected
+    assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [17, 2, 15]
+    got = dict(con.execute("SELECT line_no, reason FROM rejects ORDER BY line_no").fetchall())
+    assert got == EXPECTED_REJECTS
+    raw = one(con, "SELECT raw FROM rejects WHERE line_no = 2")[0]
+    assert raw == '{"run": "base", "sample_id": "ok-2", "score": "abc"}'
+    assert sorted(r[0] for r in con.execute("SELECT source_line FROM rollouts").fetchall()) == [1, 16]
+    assert one(con, "SELECT n_records, n_rejected FROM sources") == (17, 15)
+
+
+def test_invalid_utf8_line_is_rejected_with_its_number(con, tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"run": "a", "sample_id": "s1", "score": 1}\n'
+                     b'{"run": "a", "sample_id": "caf\xe9", "score": 1}\n'
+                     b'\n'
+                     b'{"run": "a", "sample_id": "s3", "score": 0}\n')
+    result = rl.ingest(con, path)
+    assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [3, 2, 1]
+    line, reason = one(con, "SELECT line_no, reason FROM rejects")
+    assert line == 2 and reason.startswith("invalid UTF-8")
+    assert sorted(r[0] for r in con.execute("SELECT source_line FROM rollouts").fetchall()) == [1, 4]
+
+
+def test_duplicate_of_a_rollout_already_in_the_database(con, tmp_path):
+    rl.ingest(con, GOOD)
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"rollout_id": "b-1-0", "run": "base", "sample_id": "q-1", "score": 0}\n')
+    rl.ingest(con, other)
+    reason = one(con, "SELECT reason FROM rejects r JOIN sources s USING (source_id) WHERE s.path LIKE '%other.jsonl'")[0]
+    assert reason == f"duplicate rollout_id 'b-1-0': already loaded from {GOOD.resolve()} line 1"
+    assert one(con, "SELECT score FROM rollouts WHERE rollout_id = 'b-1-0'") == (1.0,)
+
+
+def test_run_split_step_overrides(con, tmp_path):
+    path = tmp_path / "norun.jsonl"
+    shutil.copy(BAD, path)
+    result = rl.ingest(con, path, run="mine", split="train", step=3)
+    assert 4 not in dict(con.execute("SELECT line_no, reason FROM rejects").fetchall())
+    assert result.loc[0, "loaded"] == 3
+    assert con.execute("SELECT DISTINCT run_id FROM rollouts").fetchall() == [("mine",)]
+    assert one(con, "SELECT step, split FROM runs") == (3, "train")

@@ -1,0 +1,111 @@
+"""The synthetic generator's stated properties, measured from its output with plain Python."""
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+
+import jsonschema
+import pytest
+
+from rolloutlab import config, synth
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synth")
+    paths = synth.write_native(out, samples=600, attempts=3, checkpoints="base,step10", seed=7)
+    assert [p.name for p in paths] == ["base.jsonl", "step10.jsonl"]
+    by_run = {}
+    for p in paths:
+        by_run[p.stem] = [json.loads(line) for line in p.read_text().splitlines()]
+    return by_run
+
+
+def scored(rs):
+    return [r for r in rs if r["status"] != "infra_error"]
+
+
+def test_counts_and_shape(records):
+    assert len(records["base"]) == len(records["step10"]) == 600 * 3
+    assert {r["run"] for r in records["base"]} == {"base"} and records["step10"][0]["step"] == 10
+    assert {c["tool"] for r in records["base"] for c in r["tool_calls"]} == {"search", "list", "cat"}
+
+
+def test_every_record_matches_the_published_schema(records):
+    schema = json.loads(config.NATIVE_SCHEMA.read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    for r in records["base"][:300] + records["step10"][:300]:
+        validator.validate(r)
+
+
+def test_base_uses_8_to_9_calls_with_a_tail_beyond_15(records):
+    calls = [len(r["tool_calls"]) for r in records["base"] if r["status"] != "infra_error"]
+    assert 8.0 <= statistics.mean(calls) <= 9.0
+    tail = sum(c > 15 for c in calls) / len(calls)
+    assert 0.01 <= tail <= 0.10
+
+
+def test_tuned_uses_2_to_4_calls_partly_in_parallel(records):
+    rs = [r for r in records["step10"] if r["status"] != "infra_error"]
+    calls = [len(r["tool_calls"]) for r in rs]
+    assert 2.0 <= statistics.mean(calls) <= 4.0 and max(calls) <= 4
+    widths = [n for r in rs for n in _turn_widths(r)]
+    parallel_share = sum(w > 1 for w in widths) / len(widths)
+    assert 0.2 <= parallel_share <= 0.8
+    assert all(w == 1 for r in records["base"] for w in _turn_widths(r))
+
+
+def _turn_widths(r):
+    per_turn = defaultdict(int)
+    for c in r["tool_calls"]:
+        per_turn[c["turn"]] += 1
+    return list(per_turn.values())
+
+
+def test_accuracy_rises_from_about_06_to_about_075(records):
+    acc = {run: statistics.mean(r["score"] >= 1.0 for r in scored(rs)) for run, rs in records.items()}
+    assert 0.55 <= acc["base"] <= 0.66
+    assert 0.70 <= acc["step10"] <= 0.80
+
+
+def test_most_samples_constant_about_15_percent_vary(records):
+    for run in ("base", "step10"):
+        by_sample = defaultdict(list)
+        for r in scored(records[run]):
+            by_sample[r["sample_id"]].append(r["score"])
+        multi = [s for s in by_sample.values() if len(s) >= 2]
+        share = sum(max(s) > min(s) for s in multi) / len(multi)
+        assert 0.08 <= share <= 0.25, (run, share)
+
+
+def test_partial_credit_and_infra_errors(records):
+    allr = records["base"] + records["step10"]
+    assert any(0 < r["score"] < 1 for r in scored(allr))
+    infra = [r for r in allr if r["status"] == "infra_error"]
+    assert 0.003 <= len(infra) / len(allr) <= 0.025
+    assert all(r["score"] is None and r["error"] and r["tool_calls"][-1]["status"] == "error" for r in infra)
+
+
+def test_latency_is_consistent_and_tools_differ(records):
+    r = records["base"][0]
+    assert r["latency_s"] >= sum(c["latency_s"] for c in r["tool_calls"])
+    med = {t: statistics.median(c["latency_s"] for rr in records["base"] for c in rr["tool_calls"]
+                                if c["tool"] == t and c["status"] == "ok") for t in synth.TOOLS}
+    assert med["list"] < med["cat"] < med["search"]
+
+
+def test_seeded_and_deterministic(tmp_path):
+    a = synth.write_native(tmp_path / "a", samples=20, seed=3)
+    b = synth.write_native(tmp_path / "b", samples=20, seed=3)
+    c = synth.write_native(tmp_path / "c", samples=20, seed=4)
+    assert a[0].read_bytes() == b[0].read_bytes()
+    assert a[0].read_bytes() != c[0].read_bytes()
+
+
+def test_checkpoint_labels():
+    cks = synth.parse_checkpoints("base,step5,step10")
+    assert [(c.label, c.step, c.progress) for c in cks] == [("base", None, 0.0), ("step5", 5, 0.5),
+                                                          ("step10", 10, 1.0)]
+    with pytest.raises(ValueError, match="use 'base' or 'stepN'"):
+        synth.parse_checkpoints("tuned")
