@@ -28,3 +28,36 @@ def real_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"real logs not found at {path} (set ${config.REAL_DATA_ENV_VAR} to their folder)")
     return path
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    import json
+
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def rollout(run: str, sample: str, score, tools=(), status: str = "ok", latency: float = 1.0,
+            answer="42", turns=None, **extra) -> dict:
+    """A compact native record; ``tools`` is a list of tool names (one turn each unless ``turns``)."""
+    calls = [{"tool": t, "turn": (turns[i] if turns else i), "latency_s": 0.1 * (i + 1),
+              "output_chars": 100 * (i + 1)} for i, t in enumerate(tools)]
+    record = {"run": run, "sample_id": sample, "score": score, "status": status, "latency_s": latency,
+              "final_answer": answer, "tool_calls": calls}
+    record.update(extra)
+    return record
+
+
+@pytest.fixture
+def load(con, tmp_path):
+    """Ingest records into ``con`` (each call writes a new file)."""
+    counter = {"n": 0}
+
+    def _load(records: list[dict], **kwargs):
+        counter["n"] += 1
+        path = write_jsonl(tmp_path / f"records{counter['n']}.jsonl", records)
+        result = rl.ingest(con, path, **kwargs)
+        assert result.rejected.sum() == 0, result.reasons.tolist()
+        return con
+
+    return _load

@@ -71,3 +71,25 @@ def test_synth_and_demo(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "600 records, 600 loaded, 0 rejected" in out and "synthetic demo logs" in out
     assert "step10" in out
+
+
+def test_summary_and_check(db_path, tmp_path, capsys):
+    from conftest import rollout, write_jsonl
+
+    path = write_jsonl(tmp_path / "z.jsonl", [rollout("zero", f"s{i}", 0.0) for i in range(12)]
+                       + [rollout("ok", f"s{i}", float(i % 2), ["search"]) for i in range(12)])
+    main(["ingest", str(path), "--db", str(db_path)])
+    capsys.readouterr()
+    assert main(["summary", "--db", str(db_path), "--run", "ok", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["run"] == "ok" and row["mean_score"] == 0.5 and row["pass_at_1"] == 0.5
+    assert main(["summary", "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    assert "mean_score" in out and "zero" in out
+    assert main(["check", "--db", str(db_path), "--run", "zero"]) == 1  # baseline_nonzero fails
+    assert "FAIL  baseline_nonzero" in capsys.readouterr().out
+    assert main(["check", "--db", str(db_path), "--run", "ok", "--json", "--tool-budget", "0"]) == 0
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)}
+    assert checks["tool_budget"]["status"] == "warn" and checks["tool_budget"]["value"] == 1.0
+    assert main(["check", "--db", str(db_path), "--run", "nope"]) == 2
+    assert "run 'nope' not found" in capsys.readouterr().err

@@ -1,6 +1,8 @@
 """rolloutlab: a Jupyter workbench for Agent RFT rollout logs, backed by DuckDB."""
 from .catalog import rejects, runs, sources
 from .ingest import IngestError, detect_format, ingest
+from .metrics import UnknownRunError, latency, sample_stats, signal_plan, summary, tool_pairs, tool_stats
+from .readiness import check
 from .store import DatabaseLockedError, SchemaVersionError, StoreError, connect, transaction
 
 __version__ = "0.1.0"
@@ -9,4 +11,6 @@ __all__ = [
     "connect", "transaction", "StoreError", "DatabaseLockedError", "SchemaVersionError",
     "ingest", "detect_format", "IngestError",
     "runs", "sources", "rejects",
+    "summary", "sample_stats", "signal_plan", "tool_stats", "tool_pairs", "latency", "UnknownRunError",
+    "check",
 ]

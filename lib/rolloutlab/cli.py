@@ -31,6 +31,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("summary", help="per-run scores, signal, pass@k, tool use, latency, tokens")
+    _add_db(p)
+    p.add_argument("--run", action="append", help="run label (repeat for several; default: all)")
+    p.add_argument("--pass-threshold", type=float, default=config.PASS_THRESHOLD)
+    p.add_argument("--include-errors", action="store_true", help="count infra errors and ungraded as score 0")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("check", help="readiness checks of one run; exit 1 when a check fails")
+    _add_db(p)
+    p.add_argument("--run", required=True)
+    p.add_argument("--pass-threshold", type=float, default=config.PASS_THRESHOLD)
+    p.add_argument("--tool-budget", type=int, help="also check the share of rollouts over N tool calls")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("synth", help="write synthetic native JSONL (demo data; clearly synthetic)")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--samples", type=int, default=200)
@@ -50,6 +64,14 @@ def _print_table(df) -> None:
 
     with pd.option_context("display.max_columns", None, "display.width", 160):
         print(df.to_string(index=False))
+
+
+def _print_metrics(df) -> None:
+    """Runs as columns, metrics as rows, numbers shown with 4 significant digits."""
+    table = df.set_index("run").T
+    table = table.apply(lambda col: col.map(lambda v: "" if v is None or v != v else
+                                            f"{v:.4g}" if isinstance(v, float) else str(v)))
+    _print_table(table.reset_index(names="metric"))
 
 
 def _ingest_report(result) -> None:
@@ -99,6 +121,51 @@ def cmd_runs(args) -> int:
     return EXIT_OK
 
 
+def _json_records(df) -> str:
+    return df.to_json(orient="records", indent=2, double_precision=10)
+
+
+def cmd_summary(args) -> int:
+    from . import store
+    from .metrics import summary
+
+    con = store.connect(args.db, read_only=True)
+    try:
+        df = summary(con, args.run, pass_threshold=args.pass_threshold, include_errors=args.include_errors)
+    finally:
+        con.close()
+    if args.json:
+        print(_json_records(df))
+    elif df.empty:
+        print("no runs loaded yet: rolloutlab ingest PATH")
+    else:
+        _print_metrics(df)
+        if df["n_excluded"].sum():
+            print(f"\n{int(df['n_excluded'].sum())} infra-error / ungraded rollouts excluded from score "
+                  "statistics (--include-errors counts them as 0)")
+    return EXIT_OK
+
+
+def cmd_check(args) -> int:
+    from . import store
+    from .readiness import check, failed
+
+    con = store.connect(args.db, read_only=True)
+    try:
+        df = check(con, args.run, pass_threshold=args.pass_threshold, tool_budget=args.tool_budget)
+    finally:
+        con.close()
+    if args.json:
+        print(_json_records(df))
+    else:
+        for row in df.itertuples():
+            value = "" if row.value != row.value else f" ({row.value:.4g})"
+            print(f"{row.status.upper():5} {row.check}{value}: {row.advice}")
+            if row.details:
+                print(f"      {row.details}")
+    return EXIT_FAILED if failed(df) else EXIT_OK
+
+
 def cmd_synth(args) -> int:
     from . import synth
 
@@ -109,9 +176,15 @@ def cmd_synth(args) -> int:
     return EXIT_OK
 
 
+DEMO_SUMMARY = ["run", "rollouts", "samples", "n_excluded", "mean_score", "pass_at_1", "best_of_n",
+                "signal_share", "tool_calls_mean", "long_tail_share", "latency_p95"]
+
+
 def cmd_demo(args) -> int:
     from . import catalog, store, synth
     from .ingest import ingest
+    from .metrics import summary
+    from .readiness import check
 
     paths = synth.write_native(args.out)
     con = store.connect(args.db)
@@ -120,6 +193,11 @@ def cmd_demo(args) -> int:
         _ingest_report(result)
         print()
         _print_table(catalog.runs(con))
+        print()
+        _print_metrics(summary(con)[DEMO_SUMMARY])
+        print()
+        checks = check(con, "base")
+        print("readiness of base: " + ", ".join(f"{n} {s}" for s, n in checks.status.value_counts().items()))
     finally:
         con.close()
     print(f"\nsynthetic demo logs: {args.out}\ndatabase: {config.db_path(args.db)}"
@@ -127,7 +205,8 @@ def cmd_demo(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"ingest": cmd_ingest, "runs": cmd_runs, "synth": cmd_synth, "demo": cmd_demo}
+COMMANDS = {"ingest": cmd_ingest, "runs": cmd_runs, "summary": cmd_summary, "check": cmd_check,
+            "synth": cmd_synth, "demo": cmd_demo}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (StoreError, IngestError, ValueError) as exc:
+    except (StoreError, IngestError, ValueError) as exc:  # UnknownRunError is a ValueError
         print(f"rolloutlab {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
 

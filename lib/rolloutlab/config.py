@@ -22,6 +22,29 @@ REAL_DATA_DIR = PROJECT_ROOT.parent / "shared" / "data" / "real"
 PASS_THRESHOLD = 1.0
 LONG_TAIL_CALLS = 15
 
+# Readiness checks (readiness.check): every threshold a user can override by keyword.
+CHECK_THRESHOLDS = {
+    "min_attempts": 3,              # warn below: too few attempts to see variance
+    "signal_warn": 0.15,            # share of samples whose score varies
+    "signal_fail": 0.05,
+    "signal_target": 0.30,          # what signal_plan aims for when it recommends k
+    "saturation_warn": 0.50,        # share of samples always at max (or always at min)
+    "infra_warn": 0.01,             # share of rollouts failed by tools or graders
+    "infra_fail": 0.05,
+    "ungraded_warn": 0.01,
+    "ungraded_fail": 0.05,
+    "tool_output_p95_warn": 20_000,  # characters
+    "long_tail_warn": 0.05,         # share of rollouts over LONG_TAIL_CALLS calls
+    "tool_budget": None,            # calls; the tool_budget check runs only when set
+    "tool_budget_warn": 0.05,
+    "dataset_warn": 100,            # samples
+    "dataset_fail": 10,
+    "suspicious_median_calls": 2,   # a full score with no tool calls is suspicious when the median uses this many
+    "split_shift_score": 0.15,      # absolute difference in mean score between splits
+    "split_shift_ratio": 1.5,       # ratio of tool calls or prompt length between splits
+    "examples": 5,                  # examples listed in details
+}
+
 # Ingest: longest single JSONL record we accept (a rollout with long transcripts).
 MAX_LINE_BYTES = 64 * 1024 * 1024
 # How many reject reasons the CLI prints per ingest.

@@ -1,0 +1,60 @@
+"""summary, check, tool_stats (and latency) on 200,000 rollouts / ~1.7M tool calls.
+
+    python bench/metrics.py [--out bench/out]
+
+Uses the file bench/ingest.py generates (made here if missing) and its own database. Each call is
+timed warm (after one untimed run), best of three, in one process.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from pathlib import Path
+
+import rolloutlab as rl
+from rolloutlab import synth
+
+
+def best_of(fn, repeat=3) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    args = ap.parse_args()
+    path = args.out / "base.jsonl"
+    if not path.exists():
+        synth.write_native(args.out, samples=50_000, attempts=4, checkpoints=("base",), seed=1, messages=False)
+    db = args.out / "metrics.duckdb"
+    if not db.exists():
+        con = rl.connect(db)
+        rl.ingest(con, path, progress=False)
+        con.close()
+    con = rl.connect(db, read_only=True)
+    n, calls = con.execute("SELECT count(*), sum(n_tool_calls) FROM rollouts").fetchone()
+    timings = {
+        "summary": best_of(lambda: rl.summary(con, "base")),
+        "check": best_of(lambda: rl.check(con, "base")),
+        "tool_stats": best_of(lambda: rl.tool_stats(con, "base")),
+        "signal_plan": best_of(lambda: rl.signal_plan(con, "base")),
+        "latency (1,000 + 200 per tool bootstrap resamples)": best_of(lambda: rl.latency(con, "base"), repeat=1),
+    }
+    print(f"{n:,} rollouts, {calls:,} tool calls; {platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}\n")
+    print("| function | seconds (best of 3, warm) |")
+    print("|---|---:|")
+    for name, seconds in timings.items():
+        print(f"| {name} | {seconds:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

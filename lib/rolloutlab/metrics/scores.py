@@ -1,0 +1,181 @@
+"""Score, signal, tool-use and latency summaries per run (DESIGN.md, "Metric definitions")."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import duckdb
+import pandas as pd
+
+from .. import config
+from .common import run_sql, included_sql, params, resolve_runs, selected_sql, threshold
+
+# Method-of-moments Beta prior parameters are kept within these bounds.
+PRIOR_BOUNDS = (0.05, 50.0)
+
+
+def comb_ratio_sql(top: str, bottom: str, k: str) -> str:
+    """C(top, k) / C(bottom, k) for integers top <= bottom, k <= bottom (0 when top < k)."""
+    return (f"CASE WHEN {top} < {k} THEN 0.0 ELSE exp(lgamma({top} + 1) - lgamma({top} - {k} + 1) "
+            f"- lgamma({bottom} + 1) + lgamma({bottom} - {k} + 1)) END")
+
+
+def per_sample_sql() -> str:
+    """Per (run, sample): attempts n, successes c, mean/std/min/max score over counted rollouts."""
+    return f"""
+    SELECT run_id, sample_id, count(*) AS n, count(*) FILTER (WHERE s >= $threshold) AS c,
+           avg(s) AS mean, stddev_pop(s) AS std, min(s) AS min, max(s) AS max
+    FROM ({included_sql()}) GROUP BY run_id, sample_id
+    """
+
+
+def pass_k_sql() -> str:
+    """pass@k (Chen et al. 2021, unbiased) and pass^k (tau-bench) per run and k in $ks."""
+    return f"""
+    WITH per_sample AS ({per_sample_sql()})
+    SELECT run_id, k,
+        avg(1 - {comb_ratio_sql('n - c', 'n', 'k')}) FILTER (WHERE n >= k) AS pass_at_k,
+        avg({comb_ratio_sql('c', 'n', 'k')}) FILTER (WHERE n >= k) AS pass_hat_k,
+        count(*) FILTER (WHERE n >= k) AS samples_used,
+        count(*) FILTER (WHERE n < k) AS samples_excluded
+    FROM per_sample, unnest($ks) AS ks(k)
+    GROUP BY run_id, k
+    """
+
+
+def summary_sql() -> str:
+    lt = int(config.LONG_TAIL_CALLS)
+    return f"""
+    WITH sel AS ({selected_sql()}),
+    inc AS (SELECT * FROM sel WHERE $include_errors OR NOT excluded),
+    per_sample AS ({per_sample_sql()}),
+    by_sample AS (
+        SELECT run_id, count(*) AS samples, min(n) AS attempts_min, median(n) AS attempts_median,
+               max(n) AS attempts_max, avg(mean) AS mean_of_sample_means, avg(max) AS best_of_n,
+               count(*) FILTER (WHERE n >= 2) AS samples_multi,
+               count(*) FILTER (WHERE n >= 2 AND max > min) AS samples_with_signal
+        FROM per_sample GROUP BY run_id),
+    by_status AS (
+        SELECT run_id, count(*) AS rollouts,
+               count(*) FILTER (WHERE status = 'ok') AS n_ok,
+               count(*) FILTER (WHERE status = 'model_error') AS n_model_error,
+               count(*) FILTER (WHERE status = 'infra_error') AS n_infra_error,
+               count(*) FILTER (WHERE status = 'truncated') AS n_truncated,
+               count(*) FILTER (WHERE status = 'ungraded') AS n_ungraded,
+               count(*) FILTER (WHERE excluded AND NOT $include_errors) AS n_excluded
+        FROM sel GROUP BY run_id),
+    by_rollout AS (
+        SELECT run_id, count(*) AS rollouts_used, avg(s) AS mean_score,
+               avg(n_tool_calls) AS tool_calls_mean,
+               quantile_cont(n_tool_calls, 0.5) AS tool_calls_p50,
+               quantile_cont(n_tool_calls, 0.95) AS tool_calls_p95,
+               max(n_tool_calls) AS tool_calls_max,
+               avg((n_tool_calls > {lt})::INTEGER) AS long_tail_share,
+               avg(n_turns) AS turns_mean,
+               sum(n_tool_calls) / nullif(sum(n_turns), 0) AS parallel_width_mean,
+               quantile_cont(latency_s, 0.5) AS latency_p50,
+               quantile_cont(latency_s, 0.95) AS latency_p95,
+               quantile_cont(latency_s, 0.99) AS latency_p99,
+               avg(input_tokens) AS input_tokens_mean, avg(output_tokens) AS output_tokens_mean,
+               avg(reasoning_tokens) AS reasoning_tokens_mean, avg(cost_usd) AS cost_mean
+        FROM inc GROUP BY run_id),
+    repeats AS (  -- consecutive pairs by self-join: cheaper than a window over every call
+        SELECT i.run_id, avg((a.tool = b.tool)::INTEGER) AS repeat_rate
+        FROM tool_calls a JOIN tool_calls b ON b.rollout_id = a.rollout_id AND b.call_idx = a.call_idx + 1
+        JOIN inc i ON i.rollout_id = a.rollout_id GROUP BY i.run_id)
+    SELECT b.run_id AS run, b.rollouts, coalesce(r.rollouts_used, 0) AS rollouts_used,
+           coalesce(s.samples, 0) AS samples, s.attempts_min, s.attempts_median, s.attempts_max,
+           b.n_ok, b.n_model_error, b.n_infra_error, b.n_truncated, b.n_ungraded, b.n_excluded,
+           r.mean_score, s.mean_of_sample_means, s.best_of_n,
+           s.samples_with_signal, s.samples_multi,
+           s.samples_with_signal / nullif(s.samples_multi, 0) AS signal_share,
+           r.tool_calls_mean, r.tool_calls_p50, r.tool_calls_p95, r.tool_calls_max, r.long_tail_share,
+           r.turns_mean, r.parallel_width_mean, p.repeat_rate,
+           r.latency_p50, r.latency_p95, r.latency_p99,
+           r.input_tokens_mean, r.output_tokens_mean, r.reasoning_tokens_mean, r.cost_mean
+    FROM by_status b LEFT JOIN by_sample s USING (run_id) LEFT JOIN by_rollout r USING (run_id)
+    LEFT JOIN repeats p USING (run_id)
+    ORDER BY list_position($runs, b.run_id)
+    """
+
+
+def summary(con: duckdb.DuckDBPyConnection, runs: str | Iterable[str] | None = None,
+            pass_threshold: float | None = None, ks: Iterable[int] = (1, 2, 4, 8),
+            include_errors: bool = False) -> pd.DataFrame:
+    """One row per run: counts, scores, signal, pass@k / pass^k, tool use, latency, tokens, cost.
+
+    ``pass_at_{k}`` / ``pass_hat_{k}`` are NaN where no sample has k attempts;
+    ``pass_k_samples_{k}`` says how many samples each used. ``n_excluded`` counts the infra errors
+    and ungraded rollouts left out (0 with ``include_errors=True``).
+    """
+    labels = resolve_runs(con, runs)
+    ks = [int(k) for k in ks]
+    p = params(labels, include_errors, threshold=threshold(pass_threshold))
+    df = run_sql(con, summary_sql(), p).df()
+    if ks and not df.empty:
+        pk = run_sql(con, pass_k_sql(), {**p, "ks": ks}).df()
+        wide = pk.pivot(index="run_id", columns="k", values=["pass_at_k", "pass_hat_k", "samples_used"])
+        for k in ks:
+            for name, col in (("pass_at", "pass_at_k"), ("pass_hat", "pass_hat_k"),
+                              ("pass_k_samples", "samples_used")):
+                values = wide[(col, k)] if (col, k) in wide.columns else pd.Series(dtype=float)
+                df[f"{name}_{k}"] = df["run"].map(values).astype(float if name != "pass_k_samples" else "Int64")
+    return df
+
+
+def sample_stats_sql() -> str:
+    return f"""
+    SELECT sample_id, n AS attempts, mean, std, min, max, (n >= 2 AND max > min) AS has_signal,
+           c / n AS success_rate, c AS successes
+    FROM ({per_sample_sql()}) ORDER BY mean, sample_id
+    """
+
+
+def sample_stats(con: duckdb.DuckDBPyConnection, run: str, pass_threshold: float | None = None,
+                 include_errors: bool = False) -> pd.DataFrame:
+    """Per sample of one run: attempts, mean, population std, min, max, has_signal, success rate."""
+    labels = resolve_runs(con, run)
+    return run_sql(con, sample_stats_sql(),
+                       params(labels, include_errors, threshold=threshold(pass_threshold))).df()
+
+
+def signal_plan_sql() -> str:
+    """Expected signal share at k attempts: mean over samples of P(k attempts neither all succeed
+    nor all fail) = 1 - E[p^k] - E[(1-p)^k], with p a sample's success probability under its
+    posterior Beta(a + c, b + n - c). The prior Beta(a, b) is fitted to the run's per-sample
+    success rates by the method of moments (Jeffreys' Beta(1/2, 1/2) when they do not vary), so
+    an unseen success is unlikely but never impossible, and a run whose samples are mostly always
+    right or always wrong gets the small pseudo-counts it deserves."""
+    lo, hi = PRIOR_BOUNDS
+    e_pow = ("exp(lgamma({x} + k) - lgamma({x}) + lgamma(alpha + beta) - lgamma(alpha + beta + k))")
+    return f"""
+    WITH per_sample AS ({per_sample_sql()}),
+    moments AS (SELECT avg(c / n) AS m, var_pop(c / n) AS v FROM per_sample),
+    prior AS (
+        SELECT CASE WHEN v > 0 AND m > 0 AND m < 1 THEN greatest(m * (1 - m) / v - 1, 0.0) END AS strength,
+               m FROM moments),
+    ab AS (  -- greatest/least skip NULLs, hence the explicit fallback
+        SELECT CASE WHEN strength IS NULL THEN 0.5 ELSE least(greatest(m * strength, {lo}), {hi}) END AS a,
+               CASE WHEN strength IS NULL THEN 0.5 ELSE least(greatest((1 - m) * strength, {lo}), {hi}) END AS b
+        FROM prior),
+    post AS (SELECT a + c AS alpha, b + n - c AS beta, a, b FROM per_sample, ab)
+    SELECT k, greatest(avg(1 - {e_pow.format(x='alpha')} - {e_pow.format(x='beta')}), 0.0) AS expected_signal_share,
+           count(*) AS samples, any_value(a) AS prior_a, any_value(b) AS prior_b
+    FROM post, unnest($ks) AS ks(k) GROUP BY k ORDER BY k
+    """
+
+
+def signal_plan(con: duckdb.DuckDBPyConnection, run: str, ks: Iterable[int] = (1, 2, 3, 4, 8, 16, 32),
+                target: float = 0.3, pass_threshold: float | None = None,
+                include_errors: bool = False) -> pd.DataFrame:
+    """Expected signal share per number of attempts; ``recommended`` marks the smallest k that
+    reaches ``target`` (the compute multiplier to ask for; none when no k does)."""
+    labels = resolve_runs(con, run)
+    df = run_sql(con, signal_plan_sql(), params(labels, include_errors, threshold=threshold(pass_threshold),
+                                               ks=[int(k) for k in ks])).df()
+    df["target"] = target
+    df["reaches_target"] = df["expected_signal_share"] >= target
+    first = df.index[df["reaches_target"]]
+    df["recommended"] = False
+    if len(first):
+        df.loc[first[0], "recommended"] = True
+    return df

@@ -1,0 +1,184 @@
+"""Every readiness check on a fixture built to trigger it, and on one built not to."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import rolloutlab as rl
+from conftest import rollout
+
+
+def dataset(run="h", n=120, vary=0.3, easy=0.4, attempts=3, calls=3, output=100, split=None, model="m",
+            binary=False):
+    """n samples x attempts: a share ``vary`` varies (1, 0, 0.5 ...), ``easy`` always 1, the rest a
+    constant 0.5 (0 when ``binary``). Answers are determined by the score, so the grader is consistent."""
+    out = []
+    low = 0.0 if binary else 0.5
+    for i in range(n):
+        sid = f"s{i:03d}"
+        for j in range(attempts):
+            if i < round(vary * n):
+                score = [1.0, 0.0, low][j % 3]
+            elif i < round((vary + easy) * n):
+                score = 1.0
+            else:
+                score = low
+            r = rollout(run, sid, score, ["search"] * calls, answer=f"ans-{score}", split=split, model=model,
+                        prompt=f"question {sid}")
+            for c in r["tool_calls"]:
+                c["output_chars"] = output
+            out.append(r)
+    return out
+
+
+def status(df, name):
+    row = df.set_index("check").loc[name]
+    return row.status
+
+
+@pytest.fixture
+def run_checks(load, con):
+    def _run(records, run="h", **kw):
+        load(records)
+        return rl.check(con, run, **kw)
+    return _run
+
+
+def test_healthy_run_passes(run_checks):
+    df = run_checks(dataset())
+    assert df.columns.tolist() == ["check", "status", "value", "threshold", "advice", "details"]
+    got = dict(zip(df.check, df.status))
+    assert got == {
+        "baseline_nonzero": "pass", "attempts_per_sample": "pass", "signal_share": "pass", "saturation": "pass",
+        "reward_granularity": "pass", "infra_errors": "pass", "ungraded": "pass", "grader_consistency": "pass",
+        "suspicious_scores": "pass", "tool_output_size": "pass", "long_tail": "pass", "tool_budget": "skip",
+        "dataset_size": "pass", "split_leakage": "skip", "split_shift": "skip"}
+    assert df.set_index("check").loc["signal_share", "value"] == pytest.approx(0.3)
+    assert "attempts per sample reach" in df.set_index("check").loc["signal_share", "advice"]
+    assert not rl.readiness.failed(df)
+
+
+def test_baseline_zero_fails_and_partial_only_warns(run_checks, load, con):
+    df = run_checks([rollout("z", f"s{i}", 0.0) for i in range(20)], run="z")
+    assert status(df, "baseline_nonzero") == "fail" and rl.readiness.failed(df)
+    load([rollout("p", f"s{i}", 0.5) for i in range(20)])
+    assert status(rl.check(con, "p"), "baseline_nonzero") == "warn"
+
+
+def test_attempts_and_signal_skip(run_checks):
+    df = run_checks(dataset(attempts=1))
+    assert status(df, "attempts_per_sample") == "warn"
+    assert status(df, "signal_share") == "skip"
+
+
+@pytest.mark.parametrize("vary, expected", [(0.02, "fail"), (0.10, "warn"), (0.20, "pass")])
+def test_signal_share_levels(run_checks, vary, expected):
+    df = run_checks(dataset(vary=vary, easy=0.3))
+    assert status(df, "signal_share") == expected
+    assert df.set_index("check").loc["signal_share", "value"] == pytest.approx(round(vary * 120) / 120)
+
+
+def test_saturation(run_checks):
+    df = run_checks(dataset(vary=0.1, easy=0.8))
+    row = df.set_index("check").loc["saturation"]
+    assert row.status == "warn" and row.value == pytest.approx(0.8)
+    assert "too easy" in row.advice and "always pass: 80.0%" in row.details
+
+
+def test_reward_granularity(run_checks):
+    df = run_checks(dataset(binary=True))
+    assert status(df, "reward_granularity") == "warn"
+
+
+@pytest.mark.parametrize("bad_status, check_name", [("infra_error", "infra_errors"), ("ungraded", "ungraded")])
+@pytest.mark.parametrize("n_bad, expected", [(0, "pass"), (8, "warn"), (40, "fail")])
+def test_error_shares(run_checks, bad_status, check_name, n_bad, expected):
+    records = dataset(n=120) + [rollout("h", f"s{i:03d}", None, ["search"], status=bad_status) for i in range(n_bad)]
+    df = run_checks(records)
+    row = df.set_index("check").loc[check_name]
+    assert row.status == expected
+    assert row.value == pytest.approx(n_bad / (360 + n_bad))
+
+
+def test_grader_consistency(run_checks):
+    records = dataset()
+    records[-1]["score"] = 0.75  # same answer 'ans-0.5' to s119 as its other attempts, other score
+    df = run_checks(records)
+    row = df.set_index("check").loc["grader_consistency"]
+    assert (row.status, row.value) == ("warn", 1)
+    assert row.details == "s119: 'ans-0.5' scored 0.5, 0.75"
+
+
+def test_suspicious_scores(run_checks):
+    records = dataset()
+    records.append(rollout("h", "s000", 1.0, ["search"] * 3, answer="  ", rollout_id="empty-answer"))
+    records.append(rollout("h", "s001", 1.0, [], rollout_id="no-tools"))
+    df = run_checks(records)
+    row = df.set_index("check").loc["suspicious_scores"]
+    assert (row.status, row.value) == ("warn", 2)
+    assert row.details == "empty-answer (empty final answer), no-tools (no tool calls)"
+
+
+def test_no_tools_is_fine_when_the_run_rarely_uses_tools(run_checks):
+    records = dataset(calls=0)
+    df = run_checks(records)
+    assert status(df, "suspicious_scores") == "pass"
+    assert status(df, "tool_output_size") == "skip"
+
+
+def test_tool_output_size(run_checks):
+    df = run_checks(dataset(output=30_000))
+    row = df.set_index("check").loc["tool_output_size"]
+    assert (row.status, row.value) == ("warn", 30_000)
+
+
+def test_long_tail_and_tool_budget(run_checks, con):
+    records = dataset()
+    for r in records[:36]:  # 10% of rollouts with 16 calls
+        r["tool_calls"] = [{"tool": "search"}] * 16
+    df = run_checks(records, tool_budget=10)
+    rows = df.set_index("check")
+    assert (rows.loc["long_tail", "status"], rows.loc["long_tail", "value"]) == ("warn", pytest.approx(0.1))
+    assert (rows.loc["tool_budget", "status"], rows.loc["tool_budget", "value"]) == ("warn", pytest.approx(0.1))
+    assert status(rl.check(con, "h", tool_budget=20), "tool_budget") == "pass"
+
+
+@pytest.mark.parametrize("n, expected", [(50, "warn"), (5, "fail"), (100, "pass")])
+def test_dataset_size(run_checks, n, expected):
+    assert status(run_checks(dataset(n=n)), "dataset_size") == expected
+
+
+def test_split_leakage_and_shift(load, con):
+    load(dataset("valid-run", split="valid") + dataset("train-run", n=40, split="train", vary=0, easy=0))
+    df = rl.check(con, "valid-run")
+    leak = df.set_index("check").loc["split_leakage"]
+    assert leak.status == "fail"
+    assert leak.value == 40 + 40  # 40 shared ids and their 40 shared prompts
+    assert leak.details.startswith("sample ids: s000, s001, s002, s003, s004")
+    shift = df.set_index("check").loc["split_shift"]
+    assert shift.status == "warn" and "train-run: score" in shift.details
+
+
+def test_no_leakage_between_disjoint_splits(load, con):
+    train = dataset("train-run", n=40, split="train")
+    for r in train:
+        r["sample_id"] = "t" + r["sample_id"]
+        r["prompt"] = "train " + r["prompt"]
+    load(dataset("valid-run", split="valid") + train)
+    df = rl.check(con, "valid-run")
+    assert status(df, "split_leakage") == "pass"
+    assert status(df, "split_shift") == "pass"
+
+
+def test_threshold_overrides(run_checks):
+    df = run_checks(dataset(), signal_warn=0.5, signal_fail=0.01)
+    assert status(df, "signal_share") == "warn"
+    with pytest.raises(ValueError, match="unknown threshold"):
+        rl.check(None, "h", no_such_threshold=1)
+
+
+def test_values_serialize_to_json(run_checks):
+    df = run_checks(dataset())
+    rows = json.loads(df.to_json(orient="records"))
+    assert rows[0]["check"] == "baseline_nonzero" and rows[0]["status"] == "pass"
