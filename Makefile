@@ -27,6 +27,7 @@ lab: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/metrics.py
+	$(BIN)/python bench/compare.py
 
 clean:
 	rm -rf $(VENV) data/demo data/rolloutlab.duckdb data/rolloutlab.duckdb.wal

@@ -93,3 +93,25 @@ def test_summary_and_check(db_path, tmp_path, capsys):
     assert checks["tool_budget"]["status"] == "warn" and checks["tool_budget"]["value"] == 1.0
     assert main(["check", "--db", str(db_path), "--run", "nope"]) == 2
     assert "run 'nope' not found" in capsys.readouterr().err
+
+
+def test_compare_table_and_json(db_path, tmp_path, capsys):
+    from conftest import rollout, write_jsonl
+
+    records = [rollout("b", f"s{i}", 0.0, ["search"] * 4) for i in range(10)]
+    records += [rollout("c", f"s{i}", 1.0, ["search"]) for i in range(10)] + [rollout("c", "extra", 1.0)]
+    main(["ingest", str(write_jsonl(tmp_path / "c.jsonl", records)), "--db", str(db_path)])
+    capsys.readouterr()
+    assert main(["compare", "--db", str(db_path), "--base", "b", "--candidate", "c", "--n-boot", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "b -> c: 10 shared samples (only in b: 0, only in c: 1)" in out
+    assert "10 wins, 0 ties, 0 losses" in out
+    score_line = next(line for line in out.splitlines() if line.strip().startswith("score"))
+    assert score_line.rstrip().endswith("*")
+    assert main(["compare", "--db", str(db_path), "--base", "b", "--candidate", "c", "--json", "--n-boot", "100"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["samples"] == {"shared": 10, "base_only": 0, "candidate_only": 1, "unscored": 0}
+    assert doc["win_tie_loss"] == {"wins": 10, "ties": 0, "losses": 0}
+    score = next(m for m in doc["metrics"] if m["metric"] == "score")
+    assert (score["base"], score["candidate"], score["diff"], score["significant"]) == (0.0, 1.0, 1.0, True)
+    assert [m["metric"] for m in doc["metrics"]][-2:] == ["latency_p50", "latency_p95"]

@@ -109,3 +109,10 @@ def test_checkpoint_labels():
                                                           ("step10", 10, 1.0)]
     with pytest.raises(ValueError, match="use 'base' or 'stepN'"):
         synth.parse_checkpoints("tuned")
+
+
+def test_rollout_ids_are_unique_across_checkpoints_written_separately(tmp_path):
+    a = synth.write_native(tmp_path / "a", samples=30, checkpoints="base", seed=1)
+    b = synth.write_native(tmp_path / "b", samples=30, checkpoints="step10", seed=1)
+    ids = [json.loads(line)["rollout_id"] for p in a + b for line in p.read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 2 * 30 * 3

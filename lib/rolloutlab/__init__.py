@@ -3,6 +3,7 @@ from .catalog import rejects, runs, sources
 from .ingest import IngestError, detect_format, ingest
 from .metrics import UnknownRunError, latency, sample_stats, signal_plan, summary, tool_pairs, tool_stats
 from .readiness import check
+from .compare import by_step, compare, distribution_shift, sample_deltas, shift_test
 from .store import DatabaseLockedError, SchemaVersionError, StoreError, connect, transaction
 
 __version__ = "0.1.0"
@@ -13,4 +14,5 @@ __all__ = [
     "runs", "sources", "rejects",
     "summary", "sample_stats", "signal_plan", "tool_stats", "tool_pairs", "latency", "UnknownRunError",
     "check",
+    "compare", "sample_deltas", "distribution_shift", "shift_test", "by_step",
 ]

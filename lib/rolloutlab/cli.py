@@ -45,6 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tool-budget", type=int, help="also check the share of rollouts over N tool calls")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("compare", help="base vs candidate: paired differences with confidence intervals")
+    _add_db(p)
+    p.add_argument("--base", required=True)
+    p.add_argument("--candidate", required=True)
+    p.add_argument("--pass-threshold", type=float, default=config.PASS_THRESHOLD)
+    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples (and permutations)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--include-errors", action="store_true")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("synth", help="write synthetic native JSONL (demo data; clearly synthetic)")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--samples", type=int, default=200)
@@ -166,6 +176,53 @@ def cmd_check(args) -> int:
     return EXIT_FAILED if failed(df) else EXIT_OK
 
 
+def compare_json(df) -> dict:
+    """The stable --json shape of ``rolloutlab compare`` (docs/metrics.md)."""
+    import json
+
+    a = df.attrs
+    return {
+        "base": a["base"], "candidate": a["candidate"],
+        "samples": {"shared": a["shared_samples"], "base_only": a["base_only"],
+                    "candidate_only": a["candidate_only"], "unscored": a["unscored"]},
+        "win_tie_loss": {"wins": a["wins"], "ties": a["ties"], "losses": a["losses"]},
+        "settings": {k: a[k] for k in ("pass_threshold", "n_boot", "seed", "ci", "include_errors")},
+        "metrics": json.loads(df.to_json(orient="records", double_precision=10)),
+    }
+
+
+def cmd_compare(args) -> int:
+    import json
+
+    from . import store
+    from .compare import compare
+
+    con = store.connect(args.db, read_only=True)
+    try:
+        df = compare(con, args.base, args.candidate, pass_threshold=args.pass_threshold, n_boot=args.n_boot,
+                     seed=args.seed, include_errors=args.include_errors)
+    finally:
+        con.close()
+    if args.json:
+        print(json.dumps(compare_json(df), indent=2))
+        return EXIT_OK
+    a = df.attrs
+    print(f"{a['base']} -> {a['candidate']}: {a['shared_samples']} shared samples "
+          f"(only in {a['base']}: {a['base_only']}, only in {a['candidate']}: {a['candidate_only']})\n")
+    table = df.assign(
+        ci=[f"[{lo:+.4g}, {hi:+.4g}]" if lo == lo else "" for lo, hi in zip(df.ci_low, df.ci_high)],
+        p=[f"{p:.3g}" if p == p else "" for p in df.p_value],
+        sig=["*" if s else "" for s in df.significant],
+    )
+    shown = table[["metric", "base", "candidate", "diff", "ci", "p", "sig"]].copy()
+    for col in ("base", "candidate", "diff"):
+        shown[col] = shown[col].map(lambda v: "" if v != v else f"{v:.4g}")
+    _print_table(shown.rename(columns={"ci": f"{int(a['ci'] * 100)}% CI of diff"}))
+    print(f"\nper sample (mean score): {a['wins']} wins, {a['ties']} ties, {a['losses']} losses. "
+          f"* = CI excludes 0 (paired bootstrap over samples, {a['n_boot']} resamples, seed {a['seed']}).")
+    return EXIT_OK
+
+
 def cmd_synth(args) -> int:
     from . import synth
 
@@ -183,6 +240,7 @@ DEMO_SUMMARY = ["run", "rollouts", "samples", "n_excluded", "mean_score", "pass_
 def cmd_demo(args) -> int:
     from . import catalog, store, synth
     from .ingest import ingest
+    from .compare import compare
     from .metrics import summary
     from .readiness import check
 
@@ -197,7 +255,14 @@ def cmd_demo(args) -> int:
         _print_metrics(summary(con)[DEMO_SUMMARY])
         print()
         checks = check(con, "base")
-        print("readiness of base: " + ", ".join(f"{n} {s}" for s, n in checks.status.value_counts().items()))
+        print("readiness of base: " + ", ".join(f"{n} {s}" for s, n in checks.status.value_counts().items())
+              + " (rolloutlab check --run base)")
+        diff = compare(con, "base", "step10", n_boot=1000).set_index("metric")
+        score, calls, p95 = (diff.loc[m] for m in ("score", "tool_calls_per_rollout", "latency_p95"))
+        print(f"base -> step10: score {score.base:.3f} -> {score.candidate:.3f} "
+              f"({score['diff']:+.3f}, 95% CI [{score.ci_low:+.3f}, {score.ci_high:+.3f}]), "
+              f"tool calls {calls.base:.1f} -> {calls.candidate:.1f}, "
+              f"P95 latency {p95.base:.1f}s -> {p95.candidate:.1f}s (rolloutlab compare --base base --candidate step10)")
     finally:
         con.close()
     print(f"\nsynthetic demo logs: {args.out}\ndatabase: {config.db_path(args.db)}"
@@ -206,6 +271,7 @@ def cmd_demo(args) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "runs": cmd_runs, "summary": cmd_summary, "check": cmd_check,
+            "compare": cmd_compare,
             "synth": cmd_synth, "demo": cmd_demo}
 
 

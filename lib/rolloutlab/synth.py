@@ -136,7 +136,7 @@ def _wrong_answer(reference: str, rng: random.Random) -> str:
 
 
 def rollout(sample: Sample, ckpt: Checkpoint, attempt: int, rng: random.Random, t0: datetime,
-            messages: bool = True) -> dict:
+            messages: bool = True, seed: int = 0) -> dict:
     """One synthetic rollout as a native record."""
     n_calls = _n_calls(ckpt, rng)
     truncated = n_calls >= MAX_STEPS
@@ -196,7 +196,8 @@ def rollout(sample: Sample, ckpt: Checkpoint, attempt: int, rng: random.Random, 
             break
 
     record = {
-        "rollout_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        # unique per (checkpoint, sample, attempt) even across separate generate() calls
+        "rollout_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"rolloutlab-synth/{seed}/{ckpt.label}/{sample.sample_id}/{attempt}")),
         "run": ckpt.label, "model": "gpt-5-mini" if ckpt.step is None else "ft:gpt-5-mini:finqa",
         "checkpoint": ckpt.label, "step": ckpt.step, "split": "valid",
         "sample_id": sample.sample_id, "attempt": attempt, "prompt": sample.prompt,
@@ -247,7 +248,7 @@ def generate(samples: int = 200, attempts: int = 3, checkpoints=("base", "step10
         t = START
         for sample in items:
             for attempt in range(attempts):
-                yield rollout(sample, ckpt, attempt, rng, t, messages=messages)
+                yield rollout(sample, ckpt, attempt, rng, t, messages=messages, seed=seed)
                 t += timedelta(seconds=7)
 
 

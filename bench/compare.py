@@ -1,0 +1,57 @@
+"""compare (2,000 bootstrap resamples) on two runs of 200,000 rollouts each.
+
+    python bench/compare.py [--out bench/out]
+
+Generates base.jsonl (as bench/ingest.py does) and step10.jsonl on the same 50,000 samples x 4
+attempts if missing, ingests both into their own database, then times compare warm, best of three.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from pathlib import Path
+
+import rolloutlab as rl
+from rolloutlab import synth
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for ckpt in ("base", "step10"):
+        if not (args.out / f"{ckpt}.jsonl").exists():
+            synth.write_native(args.out, samples=50_000, attempts=4, checkpoints=(ckpt,), seed=1, messages=False)
+    db = args.out / "compare.duckdb"
+    if not db.exists():
+        con = rl.connect(db)
+        rl.ingest(con, [args.out / "base.jsonl", args.out / "step10.jsonl"], progress=False)
+        con.close()
+    con = rl.connect(db, read_only=True)
+    n = dict(con.execute("SELECT run_id, count(*) FROM rollouts GROUP BY run_id").fetchall())
+    timings = {}
+    for name, fn in {
+        "compare (2,000 resamples)": lambda: rl.compare(con, "base", "step10", n_boot=2000),
+        "sample_deltas": lambda: rl.sample_deltas(con, "base", "step10"),
+        "distribution_shift (tool calls)": lambda: rl.distribution_shift(con, "base", "step10"),
+        "by_step": lambda: rl.by_step(con),
+    }.items():
+        fn()
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        timings[name] = best
+    print(f"rollouts per run: {n}; {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}\n")
+    print("| function | seconds (best of 3, warm) |")
+    print("|---|---:|")
+    for name, seconds in timings.items():
+        print(f"| {name} | {seconds:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

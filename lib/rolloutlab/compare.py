@@ -1,0 +1,280 @@
+"""Base vs candidate on the same samples: paired differences with honest error bars.
+
+Every metric is computed over the samples present in both runs (the others are counted and
+reported), as a ratio of per-sample sums: per-sample metrics (score, pass@1, best-of-n) weigh
+every sample once, rollout metrics (tool calls, latency...) weigh every rollout once. Confidence
+intervals resample samples — the pair (base attempts, candidate attempts) of a sample moves
+together — and p-values swap base and candidate within samples (for per-sample means: the
+sign-flip permutation test).
+"""
+from __future__ import annotations
+
+import math
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from . import config, stats
+from .metrics.common import included_sql, params, resolve_runs, run_sql, selected_sql, threshold
+from .metrics.scores import summary
+
+COLUMNS = ["metric", "base", "candidate", "diff", "rel_change", "ci_low", "ci_high", "p_value", "se",
+           "n_samples", "significant", "unit"]
+
+# metric -> (numerator column, denominator column, unit); columns of per_sample_sql, per run.
+RATIO_METRICS = {
+    "score": ("score_mean", "one", "score"),
+    "pass@1": ("pass_rate", "one", "share"),
+    "best_of_n": ("best", "one", "score"),
+    "signal_share": ("has_signal", "multi", "share"),
+    "tool_calls_per_rollout": ("calls", "n", "calls"),
+    "long_tail_share": ("tail", "n", "share"),
+    "turns_per_rollout": ("turns", "n", "turns"),
+    "parallel_width": ("calls", "turns", "calls/turn"),
+    "tokens_per_rollout": ("tokens", "n_tokens", "tokens"),
+    "cost_per_rollout": ("cost", "n_cost", "USD"),
+    "infra_error_rate": ("infra", "total", "share"),
+}
+PER_SAMPLE_METRICS = ("score", "pass@1", "best_of_n")  # also get the clustered standard error
+LATENCY_METRICS = {"latency_p50": 0.50, "latency_p95": 0.95}
+
+
+def per_sample_sql() -> str:
+    """One row per sample present in either run: both runs' sums side by side (b_*, c_*)."""
+    lt = int(config.LONG_TAIL_CALLS)
+    cols = ["score_mean", "pass_rate", "best", "has_signal", "multi", "one", "n", "calls", "tail", "turns",
+            "tokens", "n_tokens", "cost", "n_cost", "infra", "total"]
+    pick = ", ".join(f"b.{c} AS b_{c}, c.{c} AS c_{c}" for c in cols)
+    return f"""
+    WITH counted AS (
+        SELECT run_id, sample_id, avg(s) AS score_mean,
+               count(*) FILTER (WHERE s >= $threshold) / count(*) AS pass_rate, max(s) AS best,
+               (count(*) >= 2 AND max(s) > min(s))::INTEGER AS has_signal, (count(*) >= 2)::INTEGER AS multi,
+               1 AS one, count(*) AS n, sum(n_tool_calls) AS calls,
+               count(*) FILTER (WHERE n_tool_calls > {lt}) AS tail, sum(n_turns) AS turns,
+               sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0))
+                   FILTER (WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL) AS tokens,
+               count(*) FILTER (WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL) AS n_tokens,
+               sum(cost_usd) AS cost, count(cost_usd) AS n_cost
+        FROM ({included_sql()}) GROUP BY run_id, sample_id),
+    everything AS (
+        SELECT run_id, sample_id, count(*) FILTER (WHERE status = 'infra_error') AS infra, count(*) AS total
+        FROM ({selected_sql()}) GROUP BY run_id, sample_id),
+    per_run AS (
+        SELECT e.run_id, e.sample_id, c.* EXCLUDE (run_id, sample_id), e.infra, e.total
+        FROM everything e LEFT JOIN counted c USING (run_id, sample_id))
+    SELECT coalesce(b.sample_id, c.sample_id) AS sample_id,
+           b.sample_id IS NOT NULL AS in_base, c.sample_id IS NOT NULL AS in_candidate,
+           b.n IS NOT NULL AND c.n IS NOT NULL AS shared, {pick}
+    FROM (SELECT * FROM per_run WHERE run_id = $base) b
+    FULL OUTER JOIN (SELECT * FROM per_run WHERE run_id = $candidate) c USING (sample_id)
+    ORDER BY sample_id
+    """
+
+
+def latency_values_sql() -> str:
+    """Latencies of the counted rollouts of samples counted in both runs, with the sample's code:
+    its position among those samples ordered by sample_id (the order of per_sample_sql)."""
+    return f"""
+    WITH inc AS ({included_sql()}),
+    shared AS (
+        SELECT sample_id, row_number() OVER (ORDER BY sample_id) - 1 AS code
+        FROM inc GROUP BY sample_id HAVING count(DISTINCT run_id) = 2)
+    SELECT run_id = $candidate AS is_candidate, latency_s, code
+    FROM inc JOIN shared USING (sample_id) WHERE latency_s IS NOT NULL
+    """
+
+
+def _per_sample(con, base, candidate, thr, include_errors) -> pd.DataFrame:
+    p = params([base, candidate], include_errors, threshold=thr, base=base, candidate=candidate)
+    return run_sql(con, per_sample_sql(), p).df()
+
+
+def compare(con: duckdb.DuckDBPyConnection, base: str, candidate: str, pass_threshold: float | None = None,
+            n_boot: int = 2000, seed: int = 0, ci: float = 0.95, include_errors: bool = False) -> pd.DataFrame:
+    """One row per metric: base and candidate values, difference, relative change, CI of the
+    difference, paired p-value (NaN where no paired test applies), clustered SE (per-sample
+    metrics), samples used. ``attrs`` hold the sample coverage and the win/tie/loss counts."""
+    base, candidate = resolve_runs(con, [base, candidate])
+    thr = threshold(pass_threshold)
+    ps = _per_sample(con, base, candidate, thr, include_errors)
+    shared = ps[ps.shared].reset_index(drop=True)
+    def columns(prefix: str, which: int) -> np.ndarray:
+        return np.column_stack([shared[f"{prefix}_{spec[which]}"].fillna(0).to_numpy(float)
+                                for spec in RATIO_METRICS.values()]) if len(shared) else np.empty((0, len(RATIO_METRICS)))
+
+    nb, db, nc, dc = columns("b", 0), columns("b", 1), columns("c", 0), columns("c", 1)
+    sorted_b, sorted_c = _latencies(con, base, candidate, len(shared), include_errors)
+    quantiles = [(sorted_b, sorted_c, q) for q in LATENCY_METRICS.values()] if len(sorted_b.values) and \
+        len(sorted_c.values) else []
+    ratio_ci, latency_ci = stats.paired_bootstrap(nb, db, nc, dc, quantiles, n_boot=n_boot, seed=seed, ci=ci)
+    pvals = stats.paired_permutation_p(nb, db, nc, dc, n_perm=n_boot, seed=seed)
+    rows = []
+    for j, (metric, (_, _, unit)) in enumerate(RATIO_METRICS.items()):
+        se = math.nan
+        if metric in PER_SAMPLE_METRICS and len(shared) > 1:  # clustered SE (Miller 2024), clusters = samples
+            se = float(np.std(nc[:, j] - nb[:, j], ddof=1) / math.sqrt(len(shared)))
+        rows.append(_row(metric, stats.ratio(nb[:, j], db[:, j]), stats.ratio(nc[:, j], dc[:, j]),
+                         ratio_ci[j, 0], ratio_ci[j, 1], pvals[j], se, len(shared), unit))
+    for j, (metric, q) in enumerate(LATENCY_METRICS.items()):
+        b_val = float(np.quantile(sorted_b.values, q)) if len(sorted_b.values) else math.nan
+        c_val = float(np.quantile(sorted_c.values, q)) if len(sorted_c.values) else math.nan
+        lo, hi = latency_ci[j] if quantiles else (math.nan, math.nan)
+        rows.append(_row(metric, b_val, c_val, lo, hi, math.nan, math.nan, len(shared), "seconds"))
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    d = (shared.c_score_mean - shared.b_score_mean).to_numpy(float)
+    df.attrs.update(
+        base=base, candidate=candidate, shared_samples=int(len(shared)),
+        base_only=int((ps.in_base & ~ps.in_candidate).sum()),
+        candidate_only=int((ps.in_candidate & ~ps.in_base).sum()),
+        unscored=int((ps.in_base & ps.in_candidate & ~ps.shared).sum()),
+        wins=int((d > 1e-12).sum()), ties=int((np.abs(d) <= 1e-12).sum()), losses=int((d < -1e-12).sum()),
+        pass_threshold=thr, n_boot=n_boot, seed=seed, ci=ci, include_errors=include_errors,
+    )
+    return df
+
+
+def _row(metric, b_val, c_val, lo, hi, p, se, n, unit) -> dict:
+    diff = c_val - b_val
+    rel = diff / abs(b_val) if b_val not in (0, None) and not math.isnan(b_val) else math.nan
+    significant = bool(not math.isnan(lo) and (lo > 0 or hi < 0))
+    return {"metric": metric, "base": b_val, "candidate": c_val, "diff": diff, "rel_change": rel,
+            "ci_low": lo, "ci_high": hi, "p_value": p, "se": se, "n_samples": n, "significant": significant,
+            "unit": unit}
+
+
+def _latencies(con, base, candidate, n_shared, include_errors):
+    """Rollout latencies of the shared samples per run, sorted, with each one's sample code."""
+    sql = latency_values_sql()
+    v = run_sql(con, sql, params([base, candidate], include_errors, candidate=candidate)).fetchnumpy()
+    is_c = np.asarray(v["is_candidate"], dtype=bool)
+    lat, code = np.asarray(v["latency_s"], dtype=float), np.asarray(v["code"], dtype=np.int64)
+    return (stats.SortedValues(lat[~is_c], code[~is_c], n_shared), stats.SortedValues(lat[is_c], code[is_c], n_shared))
+
+
+def quadrant(score_diff: float, tool_diff: float) -> str:
+    if abs(score_diff) <= 1e-12:
+        return "no change"
+    side = "better" if score_diff > 0 else "worse"
+    if tool_diff < 0:
+        return f"{side} and fewer tools"
+    if tool_diff > 0:
+        return f"{side} and more tools"
+    return f"{side}, same tools"
+
+
+QUADRANTS = ["better and fewer tools", "better, same tools", "better and more tools", "no change",
+             "worse and fewer tools", "worse, same tools", "worse and more tools"]
+
+
+def sample_deltas_sql() -> str:
+    return f"""
+    WITH per AS (
+        SELECT run_id, sample_id, count(*) AS attempts, avg(s) AS score, avg(n_tool_calls) AS tool_calls,
+               avg(latency_s) AS latency_s
+        FROM ({included_sql()}) GROUP BY run_id, sample_id)
+    SELECT b.sample_id, b.attempts AS base_attempts, c.attempts AS candidate_attempts,
+           b.score AS base_score, c.score AS candidate_score, c.score - b.score AS score_diff,
+           b.tool_calls AS base_tool_calls, c.tool_calls AS candidate_tool_calls,
+           c.tool_calls - b.tool_calls AS tool_calls_diff,
+           b.latency_s AS base_latency_s, c.latency_s AS candidate_latency_s,
+           c.latency_s - b.latency_s AS latency_diff
+    FROM (SELECT * FROM per WHERE run_id = $base) b JOIN (SELECT * FROM per WHERE run_id = $candidate) c
+         USING (sample_id)
+    ORDER BY score_diff DESC, sample_id
+    """
+
+
+def sample_deltas(con: duckdb.DuckDBPyConnection, base: str, candidate: str,
+                  include_errors: bool = False) -> pd.DataFrame:
+    """Per shared sample: both runs' mean score, tool calls and latency, their differences,
+    ``outcome`` (win / tie / loss by score) and ``quadrant`` (score direction x tool-call direction)."""
+    base, candidate = resolve_runs(con, [base, candidate])
+    df = run_sql(con, sample_deltas_sql(), params([base, candidate], include_errors, base=base,
+                                                    candidate=candidate)).df()
+    d = df.score_diff.to_numpy(float)
+    df["outcome"] = np.where(d > 1e-12, "win", np.where(d < -1e-12, "loss", "tie"))
+    df["quadrant"] = [quadrant(s, t) for s, t in zip(df.score_diff, df.tool_calls_diff)]
+    return df
+
+
+SHIFT_METRICS = {"tool_calls": "n_tool_calls", "turns": "n_turns", "latency": "latency_s"}
+
+
+def distribution_shift_sql(column: str, bins: int | None) -> str:
+    value = f'"{column}"'
+    if bins is None:  # discrete: counts per value
+        bucket = f"{value}::DOUBLE AS value, {value}::DOUBLE + 1 AS value_high"
+        group = "value, value_high"
+    else:  # continuous: equal-width bins over the pooled range
+        bucket = (f"least(floor(({value} - lo) / nullif(hi - lo, 0) * {bins}), {bins - 1}) AS b, "
+                  f"lo + (hi - lo) * b / {bins} AS value, lo + (hi - lo) * (b + 1) / {bins} AS value_high")
+        group = "b, value, value_high"
+    return f"""
+    WITH inc AS (SELECT * FROM ({included_sql()}) WHERE {value} IS NOT NULL),
+    range AS (SELECT min({value}) AS lo, max({value}) AS hi FROM inc),
+    bucketed AS (SELECT run_id, {bucket} FROM inc, range),
+    counts AS (
+        SELECT value, value_high, count(*) FILTER (WHERE run_id = $base) AS base_count,
+               count(*) FILTER (WHERE run_id = $candidate) AS candidate_count
+        FROM bucketed GROUP BY {group})
+    SELECT value, value_high, base_count, candidate_count,
+           base_count / sum(base_count) OVER () AS base_share,
+           candidate_count / sum(candidate_count) OVER () AS candidate_share
+    FROM counts ORDER BY value
+    """
+
+
+def distribution_shift(con: duckdb.DuckDBPyConnection, base: str, candidate: str, metric: str = "tool_calls",
+                       bins: int = 30, include_errors: bool = False) -> pd.DataFrame:
+    """The two runs' distributions side by side: counts and shares per bin [value, value_high):
+    one per integer value for ``tool_calls`` and ``turns``, ``bins`` equal-width bins over the
+    pooled range for ``latency`` (the last bin includes its upper edge)."""
+    column = _shift_column(metric)
+    base, candidate = resolve_runs(con, [base, candidate])
+    sql = distribution_shift_sql(column, bins if metric == "latency" else None)
+    return run_sql(con, sql, params([base, candidate], include_errors, base=base, candidate=candidate)).df()
+
+
+def _shift_column(metric: str) -> str:
+    if metric not in SHIFT_METRICS:
+        raise ValueError(f"metric {metric!r}: use one of {', '.join(SHIFT_METRICS)}")
+    return SHIFT_METRICS[metric]
+
+
+def shift_test(con: duckdb.DuckDBPyConnection, base: str, candidate: str, metric: str = "tool_calls",
+               include_errors: bool = False) -> pd.DataFrame:
+    """Two-sample tests of a per-rollout metric: Kolmogorov-Smirnov and Mann-Whitney U (scipy).
+    They treat rollouts as independent; attempts at one sample are not, so read p-values as rough."""
+    from scipy import stats as sps
+
+    column = _shift_column(metric)
+    base, candidate = resolve_runs(con, [base, candidate])
+    sql = f'SELECT run_id, "{column}" AS v FROM ({included_sql()}) WHERE "{column}" IS NOT NULL'
+    values = run_sql(con, sql, params([base, candidate], include_errors)).df()
+    b = values.v[values.run_id == base].to_numpy(float)
+    c = values.v[values.run_id == candidate].to_numpy(float)
+    if len(b) == 0 or len(c) == 0:
+        raise ValueError(f"no {metric} values for {base if len(b) == 0 else candidate}")
+    ks = sps.ks_2samp(b, c)
+    mw = sps.mannwhitneyu(c, b, alternative="two-sided")
+    return pd.DataFrame([{"metric": metric, "base_mean": b.mean(), "candidate_mean": c.mean(),
+                          "base_n": len(b), "candidate_n": len(c), "ks_statistic": ks.statistic,
+                          "ks_p_value": ks.pvalue, "mannwhitney_u": mw.statistic, "mannwhitney_p_value": mw.pvalue}])
+
+
+BY_STEP_COLUMNS = ["run", "step", "rollouts", "samples", "mean_score", "pass_at_1", "best_of_n", "signal_share",
+                   "tool_calls_mean", "long_tail_share", "turns_mean", "latency_p95", "input_tokens_mean",
+                   "output_tokens_mean", "n_excluded"]
+
+
+def by_step(con: duckdb.DuckDBPyConnection, runs=None, pass_threshold: float | None = None,
+            include_errors: bool = False) -> pd.DataFrame:
+    """Metrics per training step, ordered by step (a step-less base run first, as step 0): the
+    curve that shows tool calls falling as accuracy rises."""
+    labels = resolve_runs(con, runs)
+    steps = dict(con.execute("SELECT run_id, step FROM runs WHERE list_contains(?, run_id)", [labels]).fetchall())
+    df = summary(con, labels, pass_threshold=pass_threshold, ks=(1,), include_errors=include_errors)
+    df.insert(1, "step", [0 if steps.get(r) is None else int(steps[r]) for r in df.run])
+    return df[BY_STEP_COLUMNS].sort_values(["step", "run"], kind="stable").reset_index(drop=True)
