@@ -110,7 +110,9 @@ def cmd_ingest(args) -> int:
         _ingest_report(result)
         print(f"total: {int(result.records.sum())} records, {int(result.loaded.sum())} loaded, "
               f"{int(result.rejected.sum())} rejected, database {config.db_path(args.db)}")
-    nothing = result.loaded.sum() == 0 and not (result.action == "unchanged").any()
+    # failure: records were read but none loaded, or no file could be read at all; a file that
+    # holds no records (a tau2 file without simulations) is not a failure
+    nothing = result.records.sum() > 0 and result.loaded.sum() == 0 and not (result.action == "unchanged").any()
     return EXIT_FAILED if nothing or (result.action == "failed").all() else EXIT_OK
 
 

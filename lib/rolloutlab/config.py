@@ -47,6 +47,8 @@ CHECK_THRESHOLDS = {
 
 # Ingest: longest single JSONL record we accept (a rollout with long transcripts).
 MAX_LINE_BYTES = 64 * 1024 * 1024
+# Formats mapped record by record (tau-bench, tau2, inspect) load this many records at a time.
+CONVERT_BATCH_RECORDS = 2000
 # How many reject reasons the CLI prints per ingest.
 SHOWN_REJECTS = 5
 

@@ -17,11 +17,12 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import config, store
-from . import native
+from . import inspectlog, native, tau2, taubench
 from .context import LoadContext, LoadResult
 from .lines import STAGED_REJECTS
 
-FORMATS = {module.FORMAT: module for module in (native,)}
+FORMATS = {module.FORMAT: module for module in (native, taubench, tau2, inspectlog)}
+HEAD_BYTES = 1 << 16  # how much of a file sniffing reads
 
 RESULT_COLUMNS = ["path", "format", "action", "source_id", "records", "loaded", "rejected", "reasons"]
 
@@ -52,22 +53,27 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _first_record(path: Path) -> object:
+def _head(path: Path) -> tuple[str, object]:
+    """The first bytes of a file as text, and its first line parsed as JSON (None if it is not)."""
     with open(path, "rb") as fh:
-        for raw in fh:
-            if raw.strip():
-                try:
-                    return json.loads(raw)
-                except ValueError:
-                    return None
-    return None
+        head = fh.read(HEAD_BYTES)
+    first = None
+    for raw in head.splitlines():
+        if raw.strip():
+            try:
+                first = json.loads(raw)
+            except ValueError:
+                first = None
+            break
+    return head.decode("utf-8", errors="replace"), first
 
 
 def detect_format(path: Path) -> str | None:
-    """The format of ``path`` from its extension and first record, or None when unknown."""
-    record = _first_record(path)
+    """The format of ``path`` from its extension, first bytes and first record, or None."""
+    path = Path(path)
+    head, first = _head(path)
     for name, module in FORMATS.items():
-        if module.sniff(record):
+        if module.sniff(path, head, first):
             return name
     return None
 

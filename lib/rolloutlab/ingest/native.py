@@ -76,7 +76,7 @@ OBJECTS = {"usage": USAGE_FIELDS}
 SCORELESS_STATUSES = ("infra_error", "model_error", "ungraded")
 
 
-def sniff(first_record: object) -> bool:
+def sniff(path, head: str, first_record: object) -> bool:
     """A native record names its sample and carries a run, a score or tool calls at top level."""
     return (isinstance(first_record, dict) and "sample_id" in first_record and "trace" not in first_record
             and any(k in first_record for k in ("run", "score", "tool_calls", "rollout_id")))

@@ -1,0 +1,107 @@
+"""tau2-bench: the real base vs fine-tuned files, and broken copies."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import rolloutlab as rl
+
+AIRLINE = "gpt-4.1_airline_default_gpt-4.1_1trials.json"
+
+
+def test_real_airline_base(real_dir, con):
+    path = real_dir / "tau2-sft" / AIRLINE
+    raw = json.loads(path.read_text())
+    assert rl.detect_format(path) == "tau2"
+    result = rl.ingest(con, path)
+    assert result.loc[0, ["format", "records", "loaded", "rejected"]].tolist() == ["tau2", 20, 20, 0]
+    assert "run label 'gpt-4.1'" in result.reasons[0][0]
+    s = rl.summary(con, "gpt-4.1").iloc[0]
+    assert (s.rollouts, s.samples) == (20, 20)
+    assert s.mean_score == pytest.approx(0.5)
+    rows = {r[0]: r[1:] for r in con.execute(
+        "SELECT rollout_id, sample_id, n_tool_calls, latency_s, stop_reason, input_tokens, output_tokens, cost_usd "
+        "FROM rollouts").fetchall()}
+    for sim in raw["simulations"]:
+        sid, n_calls, latency, stop, tokens_in, tokens_out, cost = rows[sim["id"]]
+        assistant = [m for m in sim["messages"] if m["role"] == "assistant"]
+        assert sid == f"airline:{sim['task_id']}"
+        assert n_calls == sum(len(m.get("tool_calls") or []) for m in assistant)
+        assert latency == pytest.approx(sim["duration"]) and stop == sim["termination_reason"]
+        assert tokens_in == sum((m.get("usage") or {}).get("prompt_tokens", 0) for m in assistant)
+        assert tokens_out == sum((m.get("usage") or {}).get("completion_tokens", 0) for m in assistant)
+        assert cost == pytest.approx(sim["agent_cost"])
+
+
+def test_fine_tuned_cost_zero_is_unknown_and_user_tool_calls_are_left_out(real_dir, con):
+    ft = "ft:gpt-4.1-2025-04-14:sierra:tau2-full-sft:BzrYdMNm"
+    path = real_dir / "tau2-sft" / f"{ft}_telecom_default_gpt-4.1_1trials.json"
+    raw = json.loads(path.read_text())
+    rl.ingest(con, path)
+    assert con.execute("SELECT count(cost_usd) FROM rollouts").fetchone()[0] == 0
+    want = sum(1 for s in raw["simulations"] for m in s["messages"] for c in (m.get("tool_calls") or [])
+               if c.get("requestor") == "assistant")
+    assert con.execute("SELECT count(*) FROM tool_calls").fetchone()[0] == want
+    errors = sum(1 for s in raw["simulations"] for m in s["messages"] if m["role"] == "tool" and m.get("error")
+                 and any(c.get("id") == m.get("id") and c.get("requestor") == "assistant"
+                         for mm in s["messages"] for c in (mm.get("tool_calls") or [])))
+    assert con.execute("SELECT count(*) FROM tool_calls WHERE status = 'error'").fetchone()[0] == errors
+
+
+def test_every_real_file_loads(real_dir, con):
+    result = rl.ingest(con, sorted((real_dir / "tau2-sft").glob("*.json")))
+    assert (result.rejected == 0).all() and (result.format == "tau2").all()
+    counts = dict(con.execute("SELECT run_id, count(*) FROM rollouts GROUP BY run_id").fetchall())
+    assert counts == {"gpt-4.1": 100, "gpt-4.1/llm_agent_solo": 40,
+                      "ft:gpt-4.1-2025-04-14:sierra:tau2-full-sft:BzrYdMNm": 100,
+                      "ft:gpt-4.1-2025-04-14:sierra:tau2-full-sft:BzrYdMNm/llm_agent_solo": 40}
+
+
+def _tiny(tmp_path, sims, name="tiny.json"):
+    doc = {"timestamp": "t", "info": {"agent_info": {"llm": "m", "implementation": "llm_agent"},
+                                      "user_info": {"implementation": "user_simulator"},
+                                      "environment_info": {"domain_name": "air"}},
+           "tasks": [], "simulations": sims}
+    path = tmp_path / name
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+def sim(task, reward=1.0, termination="user_stop", **extra):
+    s = {"id": f"sim-{task}", "task_id": task, "trial": 0, "duration": 3.0, "termination_reason": termination,
+         "reward_info": {"reward": reward} if reward is not None else None, "messages": []}
+    s.update(extra)
+    return s
+
+
+def test_statuses_and_a_simulation_without_reward_info(con, tmp_path):
+    path = _tiny(tmp_path, [sim("1"), sim("2", reward=None), sim("3", 0.0, "max_steps"),
+                            sim("4", 0.0, "too_many_errors")])
+    result = rl.ingest(con, path)
+    assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [4, 3, 1]
+    assert con.execute("SELECT reason FROM rejects").fetchone()[0] == \
+        "simulation 1 (task 2, trial 0): no reward_info.reward: the simulation was never graded"
+    statuses = dict(con.execute("SELECT sample_id, status FROM rollouts").fetchall())
+    assert statuses == {"air:1": "ok", "air:3": "truncated", "air:4": "truncated"}
+
+
+def test_no_simulations_is_not_an_error(con, tmp_path):
+    from rolloutlab.cli import main
+
+    path = _tiny(tmp_path, [])
+    result = rl.ingest(con, path)
+    assert result.loc[0, ["action", "records", "loaded"]].tolist() == ["loaded", 0, 0]
+    assert any("no simulations in the file" in r for r in result.reasons[0])
+    con.close()
+    assert main(["ingest", str(_tiny(tmp_path, [], "other.json")), "--db", str(tmp_path / "x.duckdb")]) == 0
+
+
+def test_truncated_file_keeps_whole_simulations(con, tmp_path):
+    text = _tiny(tmp_path, [sim(str(i)) for i in range(6)]).read_text()
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: int(len(text) * 0.8)])
+    result = rl.ingest(con, cut, format="tau2")
+    loaded = result.loc[0, "loaded"]
+    assert 3 <= loaded < 6 and result.loc[0, "rejected"] == 1
+    assert con.execute("SELECT reason FROM rejects").fetchone()[0].startswith(f"simulation {loaded}: invalid JSON at line")
