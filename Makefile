@@ -21,8 +21,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-lab: $(STAMP)
+lab: $(STAMP) data/rolloutlab.duckdb
 	$(BIN)/jupyter lab notebooks/
+
+data/rolloutlab.duckdb: | $(STAMP)
+	$(BIN)/rolloutlab demo
 
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py

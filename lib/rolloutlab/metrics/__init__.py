@@ -1,8 +1,9 @@
 """Metrics over the canonical tables: SQL builders (``*_sql``) beside the functions that run them."""
 from .common import UnknownRunError, resolve_runs
-from .latency import latency
-from .scores import sample_stats, signal_plan, summary
+from .latency import latency, latency_ecdf
+from .scores import rollout_table, sample_stats, signal_plan, summary
 from .tools import tool_pairs, tool_stats
 
-__all__ = ["summary", "sample_stats", "signal_plan", "tool_stats", "tool_pairs", "latency",
+__all__ = ["summary", "sample_stats", "signal_plan", "tool_stats", "tool_pairs", "latency", "latency_ecdf",
+           "rollout_table",
            "resolve_runs", "UnknownRunError"]

@@ -58,3 +58,17 @@ def latency(con: duckdb.DuckDBPyConnection, run: str, percentiles: Iterable[floa
             rows.append({"scope": scope, "percentile": pct, "value": values[i] if n else np.nan,
                          "ci_low": bounds[i, 0], "ci_high": bounds[i, 1], "n": int(n)})
     return pd.DataFrame(rows, columns=["scope", "percentile", "value", "ci_low", "ci_high", "n"])
+
+
+def latency_ecdf_sql() -> str:
+    """Each counted rollout's latency with the share of its run's rollouts at or below it."""
+    return f"""
+    SELECT run_id AS run, latency_s, cume_dist() OVER (PARTITION BY run_id ORDER BY latency_s) AS share
+    FROM ({included_sql()}) WHERE latency_s IS NOT NULL
+    ORDER BY list_position($runs, run_id), latency_s
+    """
+
+
+def latency_ecdf(con: duckdb.DuckDBPyConnection, runs=None, include_errors: bool = False) -> pd.DataFrame:
+    """The empirical CDF of rollout latency per run: (run, latency_s, share)."""
+    return run_sql(con, latency_ecdf_sql(), params(resolve_runs(con, runs), include_errors)).df()

@@ -179,3 +179,21 @@ def signal_plan(con: duckdb.DuckDBPyConnection, run: str, ks: Iterable[int] = (1
     if len(first):
         df.loc[first[0], "recommended"] = True
     return df
+
+
+def rollout_table_sql() -> str:
+    return f"""
+    SELECT run_id AS run, sample_id, attempt, rollout_id, status, s AS score, n_tool_calls, n_turns,
+           latency_s, input_tokens, output_tokens, final_answer
+    FROM ({included_sql()})
+    ORDER BY list_position($runs, run_id), sample_id, attempt
+    LIMIT $limit
+    """
+
+
+def rollout_table(con: duckdb.DuckDBPyConnection, runs: str | Iterable[str] | None = None,
+                  include_errors: bool = False, limit: int = 1_000_000) -> pd.DataFrame:
+    """One row per counted rollout (score as counted, tool calls, turns, latency, tokens): the
+    points of scatter plots, with what a hover shows."""
+    return run_sql(con, rollout_table_sql(), params(resolve_runs(con, runs), include_errors,
+                                                    limit=int(limit))).df()

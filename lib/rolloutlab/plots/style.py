@@ -1,0 +1,40 @@
+"""One look for every figure: colorblind-safe colors (Okabe-Ito), base and candidate fixed."""
+from __future__ import annotations
+
+import pandas as pd
+
+# Okabe & Ito (2008): distinguishable with the common color-vision deficiencies.
+BASE_COLOR = "#0072B2"       # blue
+CANDIDATE_COLOR = "#E69F00"  # orange
+OTHER_COLORS = ["#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+SIGNAL_COLOR = "#D55E00"     # vermillion: samples with signal, the long tail
+NEUTRAL = "#999999"
+STATUS_COLORS = {"pass": "#009E73", "warn": "#E69F00", "fail": "#D55E00", "skip": "#999999"}
+QUADRANT_COLORS = {
+    "better and fewer tools": "#009E73", "better, same tools": "#56B4E9", "better and more tools": "#0072B2",
+    "no change": "#999999", "worse and fewer tools": "#F0E442", "worse, same tools": "#CC79A7",
+    "worse and more tools": "#D55E00",
+}
+
+
+def run_colors(runs: list[str]) -> dict[str, str]:
+    """The first run is drawn in the base color, the second in the candidate color, then others."""
+    palette = [BASE_COLOR, CANDIDATE_COLOR] + OTHER_COLORS
+    return {run: palette[i % len(palette)] for i, run in enumerate(runs)}
+
+
+class EmptyDataError(ValueError):
+    pass
+
+
+def require(df: pd.DataFrame | None, what: str) -> pd.DataFrame:
+    """Fail clearly on an empty frame instead of drawing an empty, misleading figure."""
+    if df is None or len(df) == 0:
+        raise EmptyDataError(f"no data to plot for {what}: the run has no counted rollouts "
+                             "(check the run label, or whether every rollout was an infra error)")
+    return df
+
+
+def as_runs(data: pd.DataFrame | dict[str, pd.DataFrame], default: str = "run") -> dict[str, pd.DataFrame]:
+    """A frame or {run: frame} -> {run: frame}."""
+    return dict(data) if isinstance(data, dict) else {default: data}
