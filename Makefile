@@ -31,6 +31,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/metrics.py
 	$(BIN)/python bench/compare.py
+	$(BIN)/python bench/endpoint.py
+	$(BIN)/python bench/inspect_eval.py
 
 clean:
 	rm -rf $(VENV) data/demo data/rolloutlab.duckdb data/rolloutlab.duckdb.wal

@@ -70,7 +70,10 @@ def test_synth_and_demo(tmp_path, capsys):
     assert main(["demo", "--db", str(tmp_path / "demo.duckdb"), "--out", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out
     assert "600 records, 600 loaded, 0 rejected" in out and "synthetic demo logs" in out
-    assert "step10" in out
+    assert "step10" in out and "train-step10" in out and "rft-endpoint" in out
+    assert main(["synth", "--out", str(tmp_path / "ep"), "--samples", "4", "--format", "rft-endpoint"]) == 0
+    assert sorted(p.name for p in (tmp_path / "ep").iterdir()) == [
+        "grade-events.jsonl", "samples.jsonl", "tool-events-0.jsonl", "tool-events-1.jsonl"]
 
 
 def test_summary_and_check(db_path, tmp_path, capsys):

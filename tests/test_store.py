@@ -34,7 +34,7 @@ def test_other_schema_version_says_what_to_do(db_path):
     c = rl.connect(db_path)
     c.execute("UPDATE rolloutlab_meta SET value = '99' WHERE key = 'schema_version'")
     c.close()
-    with pytest.raises(rl.SchemaVersionError, match=r"schema version 99; this rolloutlab uses version 1\. "
+    with pytest.raises(rl.SchemaVersionError, match=r"schema version 99; this rolloutlab uses version 2\. "
                                                      r"Re-ingest your logs into a new file"):
         rl.connect(db_path)
 
@@ -89,3 +89,16 @@ def test_transaction_rolls_back_on_error(con):
 
 def test_quote_identifier():
     assert store.q('a"b') == '"a""b"'
+
+
+def test_version_1_is_upgraded_in_place(db_path):
+    c = rl.connect(db_path)
+    c.execute("DROP TABLE endpoint_events")
+    c.execute("UPDATE rolloutlab_meta SET value = '1' WHERE key = 'schema_version'")
+    c.close()
+    with pytest.raises(rl.SchemaVersionError, match="Open it once for writing to upgrade it in place"):
+        rl.connect(db_path, read_only=True)
+    c = rl.connect(db_path)
+    assert c.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert c.execute("SELECT count(*) FROM endpoint_events").fetchone() == (0,)
+    c.close()

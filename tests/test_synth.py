@@ -116,3 +116,23 @@ def test_rollout_ids_are_unique_across_checkpoints_written_separately(tmp_path):
     b = synth.write_native(tmp_path / "b", samples=30, checkpoints="step10", seed=1)
     ids = [json.loads(line)["rollout_id"] for p in a + b for line in p.read_text().splitlines()]
     assert len(ids) == len(set(ids)) == 2 * 30 * 3
+
+
+def test_endpoint_logs_tell_the_training_story(tmp_path):
+    paths = synth.write_endpoint(tmp_path, samples=300, attempts=3, steps=(0, 10), seed=4)
+    grades = [json.loads(line) for line in (tmp_path / "grade-events.jsonl").read_text().splitlines()]
+    tools = [json.loads(line) for p in paths[:2] for line in p.read_text().splitlines()]
+    by_step = defaultdict(list)
+    for g in grades:
+        by_step[g["step"]].append(g["score"] >= 1.0)
+    assert statistics.mean(by_step[10]) > statistics.mean(by_step[0]) + 0.08
+    calls = defaultdict(int)
+    for t in tools:
+        calls[t["rollout_id"]] += 1
+    step_of = {g["rollout_id"]: g["step"] for g in grades}
+    mean_calls = {s: statistics.mean(n for r, n in calls.items() if step_of.get(r) == s) for s in (0, 10)}
+    assert mean_calls[0] > 7 and mean_calls[10] < 4
+    failed = [t for t in tools if t["http_status"] >= 500]
+    assert 0 < len({t["rollout_id"] for t in failed}) < 0.03 * len(grades)
+    assert len(grades) < 2 * 300 * 3  # a few rollouts never graded
+    assert {t["rollout_id"] for t in tools} - set(step_of)  # ... and those have tool events

@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoints", default="base,step10", help="comma-separated: base, stepN ...")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-messages", action="store_true", help="leave out message transcripts")
+    p.add_argument("--format", choices=("native", "rft-endpoint"), default="native",
+                   help="native JSONL, or a training run as Agent RFT endpoint logs (steps 0-10)")
 
     p = sub.add_parser("demo", help="synthesize demo logs, ingest them, print a summary")
     _add_db(p)
@@ -228,8 +230,11 @@ def cmd_compare(args) -> int:
 def cmd_synth(args) -> int:
     from . import synth
 
-    paths = synth.write_native(args.out, samples=args.samples, attempts=args.attempts,
-                               checkpoints=args.checkpoints, seed=args.seed, messages=not args.no_messages)
+    if args.format == "rft-endpoint":
+        paths = synth.write_endpoint(args.out, samples=args.samples, attempts=args.attempts, seed=args.seed)
+    else:
+        paths = synth.write_native(args.out, samples=args.samples, attempts=args.attempts,
+                                   checkpoints=args.checkpoints, seed=args.seed, messages=not args.no_messages)
     for path in paths:
         print(f"wrote {path} (synthetic)")
     return EXIT_OK
@@ -246,7 +251,7 @@ def cmd_demo(args) -> int:
     from .metrics import summary
     from .readiness import check
 
-    paths = synth.write_native(args.out)
+    paths = synth.write_native(args.out / "native") + synth.write_endpoint(args.out / "endpoint")
     con = store.connect(args.db)
     try:
         result = ingest(con, paths)

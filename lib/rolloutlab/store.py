@@ -11,7 +11,7 @@ import duckdb
 
 from . import config
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 STATUSES = ("ok", "model_error", "infra_error", "truncated", "ungraded")
 
@@ -50,8 +50,22 @@ SCHEMA_DDL = [
         source_id INTEGER, line_no BIGINT, raw VARCHAR, reason VARCHAR)""",
 ]
 
+# Raw events of the rft-endpoint format, kept so that rollouts whose events arrive in different
+# files, or in different ingest calls, can be assembled again (version 2).
+ENDPOINT_EVENTS_DDL = """CREATE TABLE IF NOT EXISTS endpoint_events (
+    source_id INTEGER NOT NULL, line_no BIGINT NOT NULL, kind VARCHAR NOT NULL, rollout_id VARCHAR,
+    tool VARCHAR, arguments JSON, started_at TIMESTAMP, ended_at TIMESTAMP, status VARCHAR,
+    http_status INTEGER, error VARCHAR, output_chars BIGINT, run VARCHAR, step INTEGER, split VARCHAR,
+    sample_id VARCHAR, final_answer VARCHAR, score DOUBLE, grades JSON, ts TIMESTAMP, prompt VARCHAR,
+    reference VARCHAR)"""
+SCHEMA_DDL.append(ENDPOINT_EVENTS_DDL)
+
+# version -> statements that bring a database of that version to the next one
+MIGRATIONS = {1: [ENDPOINT_EVENTS_DDL]}
+
 # Tables whose rows belong to one rollout, deleted with it.
 ROLLOUT_CHILD_TABLES = ("tool_calls", "grades", "messages")
+
 
 
 class StoreError(RuntimeError):
@@ -113,6 +127,20 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) 
     if has_meta:
         row = con.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone()
         found = int(row[0]) if row else None
+        if found is not None and found < SCHEMA_VERSION and not read_only and \
+                all(v in MIGRATIONS for v in range(found, SCHEMA_VERSION)):
+            with transaction(con):
+                for version in range(found, SCHEMA_VERSION):
+                    for ddl in MIGRATIONS[version]:
+                        con.execute(ddl)
+                con.execute("UPDATE rolloutlab_meta SET value = ? WHERE key = 'schema_version'",
+                            [str(SCHEMA_VERSION)])
+            return
+        if found is not None and found < SCHEMA_VERSION and read_only:
+            raise SchemaVersionError(
+                f"The database {path} has rolloutlab schema version {found}; this rolloutlab uses "
+                f"version {SCHEMA_VERSION}. Open it once for writing to upgrade it in place "
+                f"(e.g. `rolloutlab ingest` into it, or rolloutlab.connect(db)).")
         if found != SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"The database {path} has rolloutlab schema version {found}; this rolloutlab uses "

@@ -80,15 +80,18 @@ class Sample:
     partial_credit: float  # what a wrong answer to this sample earns (close numbers, wrong unit)
 
 
-def make_samples(n: int, rng: random.Random) -> list[Sample]:
+def make_samples(n: int, rng: random.Random, prefix: str = "fin", first_report: int = 0) -> list[Sample]:
+    """Dataset items; each asks about its own report, so different splits never share a prompt."""
     samples = []
     for i in range(n):
         company, metric = rng.choice(COMPANIES), rng.choice(METRICS)
         year = rng.randint(2015, 2024)
         value = round(rng.lognormvariate(3.5, 1.0), 1)
+        report = (first_report + i) % N_REPORTS
         samples.append(Sample(
-            sample_id=f"fin-{i:05d}",
-            prompt=f"What was {company}'s {metric} in fiscal {year}? Answer with a number and unit.",
+            sample_id=f"{prefix}-{i:05d}",
+            prompt=f"Report {report:04d}: what was {company}'s {metric} in fiscal {year}? "
+                   "Answer with a number and unit.",
             reference=f"${value}M",
             difficulty=rng.random(),
             partial_credit=0.5 if rng.random() < 0.3 else 0.0,
@@ -269,5 +272,67 @@ def write_native(out_dir: str | Path, samples: int = 200, attempts: int = 3,
             fh.write(json.dumps(record, separators=(",", ":")) + "\n")
     finally:
         for fh in handles.values():
+            fh.close()
+    return paths
+
+
+UNGRADED_RATE = 0.005  # endpoint logs: rollouts whose grade call never happened
+
+
+def endpoint_events(record: dict, rng: random.Random) -> tuple[list[dict], dict | None]:
+    """The tool events and the grade event (None: never graded) that the team's endpoints would
+    have logged for one rollout during training."""
+    tools = []
+    for call in record["tool_calls"]:
+        failed = call["status"] == "error"
+        http = (504 if "timeout" in (call["error"] or "") else 503) if failed else 200
+        tools.append({"rollout_id": record["rollout_id"], "tool": call["tool"], "arguments": call["arguments"],
+                      "started_at": call["started_at"], "ended_at": call["ended_at"],
+                      "status": "error" if failed else "ok", "http_status": http, "error": call["error"],
+                      "output_chars": call["output_chars"]})
+    if rng.random() < UNGRADED_RATE:
+        return tools, None
+    grade = {"rollout_id": record["rollout_id"], "run": record["run"], "step": record["step"],
+             "split": "train", "sample_id": record["sample_id"], "final_answer": record["final_answer"],
+             # the training platform scores a rollout whose tool endpoint failed as 0
+             "score": record["score"] if record["score"] is not None else 0.0,
+             "grades": {g["grader"]: g["score"] for g in record["grades"]} or {"answer": 0.0},
+             "started_at": record["started_at"], "ts": record["ended_at"]}
+    return tools, grade
+
+
+def write_endpoint(out_dir: str | Path, samples: int = 200, attempts: int = 3,
+                   steps: tuple[int, ...] = (0, 2, 4, 6, 8, 10), seed: int = 0, replicas: int = 2) -> list[Path]:
+    """A training run as a team's endpoints log it: tool events spread over ``replicas`` tool-log
+    files in arrival order (not grouped by rollout), grade events, and the dataset's samples.
+    Run labels are ``train-stepN``; tool calls fall and accuracy rises with the step."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    top = max(steps) or 1
+    labels = [f"step{s}" for s in steps]
+    rng = random.Random(seed + 1)
+    tool_paths = [out / f"tool-events-{i}.jsonl" for i in range(replicas)]
+    paths = tool_paths + [out / "grade-events.jsonl", out / "samples.jsonl"]
+    handles = [open(p, "w", encoding="utf-8") for p in paths]
+    try:
+        # the training split: its own samples and reports, so it never leaks into validation
+        items = make_samples(samples, random.Random(seed), prefix="fin-train", first_report=N_REPORTS // 2)
+        for sample in items:
+            handles[-1].write(json.dumps({"event": "sample", "sample_id": sample.sample_id, "split": "train",
+                                          "prompt": sample.prompt, "reference": sample.reference}) + "\n")
+        for label, step in zip(labels, steps):
+            ckpt = Checkpoint(f"train-{label}", step, step / top)
+            t = START + timedelta(hours=step)
+            for sample in items:
+                for attempt in range(attempts):
+                    rec = rollout(sample, ckpt, attempt, rng, t, messages=False, seed=seed)
+                    tools, grade = endpoint_events(rec, rng)
+                    for event in tools:
+                        handles[rng.randrange(replicas)].write(json.dumps(event, separators=(",", ":")) + "\n")
+                    if grade is not None:
+                        handles[-2].write(json.dumps(grade, separators=(",", ":")) + "\n")
+                    t += timedelta(seconds=7)
+    finally:
+        for fh in handles:
             fh.close()
     return paths

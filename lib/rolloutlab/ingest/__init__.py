@@ -17,11 +17,13 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import config, store
-from . import inspectlog, native, tau2, taubench
+from . import buildhours, inspectlog, native, openai_chat, rft_endpoint, tau2, taubench
 from .context import LoadContext, LoadResult
 from .lines import STAGED_REJECTS
 
-FORMATS = {module.FORMAT: module for module in (native, taubench, tau2, inspectlog)}
+# Sniffing order matters: the more specific formats first.
+FORMATS = {module.FORMAT: module for module in (rft_endpoint, buildhours, openai_chat, native, taubench, tau2,
+                                                inspectlog)}
 HEAD_BYTES = 1 << 16  # how much of a file sniffing reads
 
 RESULT_COLUMNS = ["path", "format", "action", "source_id", "records", "loaded", "rejected", "reasons"]
@@ -85,6 +87,7 @@ def _delete_source_sql() -> list[str]:
         "DELETE FROM rollouts WHERE source_id = $sid",
         "DELETE FROM samples WHERE source_id = $sid",
         "DELETE FROM rejects WHERE source_id = $sid",
+        "DELETE FROM endpoint_events WHERE source_id = $sid",
         "DELETE FROM sources WHERE source_id = $sid",
     ]
 

@@ -30,6 +30,7 @@ class Item:
     record: dict | None = None
     reason: str | None = None
     raw: object = None
+    skip: bool = False  # a blank line: keeps the numbering, counts as nothing
 
 
 def raw_text(value: object) -> str:
@@ -59,6 +60,9 @@ def load_items(ctx: LoadContext, items: Iterable[Item], notes: list[str] | None 
                 fh.write("\n" * ordinal)  # blank lines: line k of the file is source record k
                 for item in chunk:
                     ordinal += 1
+                    if item.skip:
+                        fh.write("\n")
+                        continue
                     locations.append((ordinal, item.location))
                     if item.record is None:
                         failures.append((ordinal, raw_text(item.raw), f"{item.location}: {item.reason}"))
@@ -124,3 +128,19 @@ def classify_error(text: str | None) -> str:
     """infra_error when an error text looks like a tool/network failure, else model_error."""
     lowered = (text or "").lower()
     return "infra_error" if any(m in lowered for m in INFRA_MARKERS) else "model_error"
+
+
+def jsonl_records(path: Path):
+    """(line number, parsed record or None, raw line, problem) for every line of a JSONL file; blank
+    lines come back as None records without a problem."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                yield number, None, line, None
+                continue
+            try:
+                yield number, json.loads(line), line, None
+            except ValueError as exc:
+                cut = not line.endswith("\n")
+                yield number, None, line, ("invalid JSON on the last line, which has no line end: the file looks "
+                                           "truncated" if cut else f"invalid JSON ({exc.msg} at column {exc.colno})")

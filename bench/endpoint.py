@@ -1,0 +1,69 @@
+"""Assembling Agent RFT endpoint logs of 200,000 rollouts, next to native ingest of the same rollouts.
+
+    python bench/endpoint.py [--samples 50000] [--attempts 4] [--out bench/out]
+
+One training step (the base behaviour: ~8.6 tool calls per rollout) as endpoint logs: ~1.7M tool
+events over two files in arrival order, 200,000 grade events. Each contender runs in its own child
+process (peak memory from wait4).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rolloutlab import synth
+
+INGEST = """
+import sys, rolloutlab as rl
+con = rl.connect(sys.argv[1])
+r = rl.ingest(con, sys.argv[2:], progress=False)
+print(con.execute("SELECT count(*), sum(n_tool_calls) FROM rollouts").fetchone())
+"""
+
+
+def timed(*args: str) -> tuple[float, float, str]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", INGEST, *args], stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit("child failed")
+    return time.perf_counter() - t0, usage.ru_maxrss / 1024, out.strip()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=50_000)
+    ap.add_argument("--attempts", type=int, default=4)
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    args = ap.parse_args()
+    folder = args.out / "endpoint"
+    if not folder.exists():
+        synth.write_endpoint(folder, samples=args.samples, attempts=args.attempts, steps=(0,), seed=1)
+    files = sorted(str(p) for p in folder.glob("*.jsonl"))
+    size = sum(Path(f).stat().st_size for f in files) / 1e6
+    rows = {}
+    for name, paths in (("rft-endpoint: all files in one call", files),):
+        db = args.out / "endpoint.duckdb"
+        db.unlink(missing_ok=True)
+        rows[name] = timed(str(db), *paths)
+    native = args.out / "base.jsonl"
+    if native.exists():
+        db = args.out / "endpoint-native.duckdb"
+        db.unlink(missing_ok=True)
+        rows["native JSONL of 200,000 rollouts (bench/ingest.py's file), for scale"] = timed(str(db), str(native))
+    print(f"endpoint logs: {size:.0f} MB in {len(files)} files; {platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}\n")
+    print("| contender | seconds | peak memory (MB) | rollouts, tool calls |")
+    print("|---|---:|---:|---|")
+    for name, (seconds, peak, out) in rows.items():
+        print(f"| {name} | {seconds:.2f} | {peak:,.0f} | {out} |")
+
+
+if __name__ == "__main__":
+    main()

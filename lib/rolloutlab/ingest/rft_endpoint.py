@@ -1,0 +1,241 @@
+"""rft-endpoint: what a team's tool endpoint and grader endpoint log during Agent RFT.
+
+JSONL files, in any number and order, one event per line: tool events, grade events, sample
+events (docs/formats.md). Events are kept in ``endpoint_events``; after every file, each rollout
+touched by it is assembled again from all of its events, whichever file or ingest call brought
+them. Everything is SQL.
+"""
+from __future__ import annotations
+
+from .. import store
+from .context import LoadContext, LoadResult
+from .convert import INFRA_MARKERS
+from .fields import Field, first_problem_sql, lit, struct_type, type_checks
+from .lines import LINES_TABLE, STAGED_REJECTS, drop_lines, ends_with_newline, stage_lines
+
+FORMAT = "rft-endpoint"
+KINDS = ("tool", "grade", "sample")
+
+FIELDS = [
+    Field("event", "string", choices=KINDS),
+    Field("rollout_id", "string"),
+    Field("tool", "string"),
+    Field("arguments", "json"),
+    Field("started_at", "timestamp"),
+    Field("ended_at", "timestamp"),
+    Field("status", "string"),
+    Field("http_status", "integer"),
+    Field("error", "text"),
+    Field("output_chars", "integer"),
+    Field("run", "string"),
+    Field("step", "integer"),
+    Field("split", "string"),
+    Field("sample_id", "string"),
+    Field("final_answer", "text"),
+    Field("score", "number"),
+    Field("grades", "object"),
+    Field("ts", "timestamp"),
+    Field("prompt", "text"),
+    Field("reference", "text"),
+]
+
+
+def sniff(path, head: str, first_record) -> bool:
+    """An explicit ``event``; or what only endpoint events have: ``tool``, ``http_status``, ``ts``,
+    ``grades`` as an object. (A bare {rollout_id, run, sample_id, score} line is native: pass
+    --format rft-endpoint for such files.)"""
+    if not isinstance(first_record, dict) or "trace" in first_record or "tool_calls" in first_record:
+        return False
+    return (first_record.get("event") in KINDS or "tool" in first_record or "http_status" in first_record
+            or "ts" in first_record or isinstance(first_record.get("grades"), dict))
+
+
+def _v(name: str) -> str:
+    field = next(f for f in FIELDS if f.name == name)
+    return field.value_sql(f'r."{name}"')
+
+
+def events_sql(has_run_override: bool, truncated_last_line: int | None) -> str:
+    """Parse, classify and check every line: (line_no, reason, kind, typed fields)."""
+    truncated = (f"WHEN r IS NULL AND line_no = {int(truncated_last_line)} THEN 'invalid JSON on the last line, "
+                 "which has no line end: the file looks truncated (was the writer stopped mid-write?)'"
+                 if truncated_last_line else "")
+    kind = (f"coalesce({_v('event')}, CASE WHEN r.tool IS NOT NULL THEN 'tool' "
+            "WHEN r.score IS NOT NULL OR r.grades IS NOT NULL THEN 'grade' "
+            "WHEN r.rollout_id IS NULL AND r.sample_id IS NOT NULL THEN 'sample' END)")
+    checks = type_checks(FIELDS, "r") + [
+        (f"{kind} IS NULL", "'cannot tell the event''s kind: a tool event has ''tool'', a grade event "
+                            "''score'' or ''grades'', a sample event ''sample_id'' and no ''rollout_id''; or add "
+                            "an ''event'' field'"),
+        (f"{kind} IN ('tool', 'grade') AND r.rollout_id IS NULL", f"'missing required field ''rollout_id'' in a ' || {kind} || ' event'"),
+        (f"{kind} = 'tool' AND r.tool IS NULL", "'missing required field ''tool'' in a tool event'"),
+        (f"{kind} = 'tool' AND {_v('ended_at')} < {_v('started_at')}",
+         "'ended_at precedes started_at: the event''s clock is wrong'"),
+        (f"{kind} IN ('grade', 'sample') AND r.sample_id IS NULL", f"'missing required field ''sample_id'' in a ' || {kind} || ' event'"),
+        (f"{kind} = 'grade' AND r.score IS NULL AND r.grades IS NULL", "'a grade event needs ''score'' or ''grades'''"),
+    ]
+    if not has_run_override:
+        checks.append((f"{kind} = 'grade' AND r.run IS NULL", "'missing required field ''run'' in a grade event (or pass --run LABEL)'"))
+    values = ", ".join(f"{_v(f.name)} AS \"{f.name}\"" for f in FIELDS if f.name != "event")
+    return f"""
+    CREATE OR REPLACE TEMP TABLE _rl_ev AS
+    SELECT line_no,
+        CASE {truncated}
+             WHEN r IS NULL THEN 'invalid JSON: fix the line or remove it'
+             WHEN NOT is_object THEN 'not a JSON object: each line must be one event'
+             ELSE {first_problem_sql(checks)} END AS reason,
+        {kind} AS kind, {values}
+    FROM (SELECT line_no, left(ltrim(left(line, 256)), 1) = '{{' AS is_object,
+                 try(from_json(line, {lit(struct_type(FIELDS))})) AS r FROM {LINES_TABLE})
+    """
+
+
+def conflicts_sql() -> str:
+    """Grade events of this file for a rollout already graded (earlier here, or in another file)."""
+    return """
+    WITH graded AS (
+        SELECT source_id, line_no, rollout_id, score, grades::VARCHAR AS grades FROM endpoint_events WHERE kind = 'grade'
+        UNION ALL
+        SELECT $sid, line_no, rollout_id, score, grades::VARCHAR FROM _rl_ev WHERE reason IS NULL AND kind = 'grade'),
+    ranked AS (
+        SELECT *, first_value(source_id) OVER w AS first_source, first_value(line_no) OVER w AS first_line,
+               first_value(score) OVER w AS first_score, first_value(grades) OVER w AS first_grades,
+               row_number() OVER w AS rn
+        FROM graded WINDOW w AS (PARTITION BY rollout_id ORDER BY source_id, line_no))
+    SELECT k.line_no,
+        CASE WHEN k.score IS NOT DISTINCT FROM k.first_score AND k.grades IS NOT DISTINCT FROM k.first_grades
+             THEN 'duplicate grade event for rollout ''' || k.rollout_id || ''' (same as ' || s.path || ' line ' || k.first_line || ')'
+             ELSE 'conflicting grade event for rollout ''' || k.rollout_id || ''': score ' || coalesce(k.score::VARCHAR, 'none')
+                  || ' here, ' || coalesce(k.first_score::VARCHAR, 'none') || ' at ' || s.path || ' line ' || k.first_line
+                  || ' (kept)' END AS reason
+    FROM ranked k LEFT JOIN sources s ON s.source_id = k.first_source
+    WHERE k.rn > 1 AND k.source_id = $sid
+    """
+
+
+def _infra_condition() -> str:
+    markers = " OR ".join(f"contains(lower(coalesce(error, '')), {lit(m)})" for m in INFRA_MARKERS)
+    return f"(coalesce(http_status, 0) >= 500 OR {markers})"
+
+
+def assemble_sql() -> list[str]:
+    """Rebuild every rollout touched by this file (or left without its rollout) from its events."""
+    infra = _infra_condition()
+    failed = ("(coalesce(status, 'ok') NOT IN ('ok', 'success') OR coalesce(http_status, 0) >= 400 "
+              "OR error IS NOT NULL)")
+    children = [f"DELETE FROM {t} WHERE rollout_id IN (SELECT rollout_id FROM _rl_affected)"
+                for t in store.ROLLOUT_CHILD_TABLES]
+    return [
+        """CREATE OR REPLACE TEMP TABLE _rl_affected AS
+           SELECT DISTINCT rollout_id FROM endpoint_events WHERE source_id = $sid AND rollout_id IS NOT NULL
+           UNION  -- events whose rollout is gone (a replaced file took it)
+           SELECT DISTINCT e.rollout_id FROM endpoint_events e
+           WHERE e.rollout_id IS NOT NULL AND e.rollout_id NOT IN (SELECT rollout_id FROM rollouts)
+           UNION  -- ungraded rollouts: their run may be known now that more grade events are in
+           SELECT rollout_id FROM rollouts WHERE status = 'ungraded'
+             AND rollout_id IN (SELECT rollout_id FROM endpoint_events)""",
+        *children,
+        "DELETE FROM rollouts WHERE rollout_id IN (SELECT rollout_id FROM _rl_affected)",
+        f"""CREATE OR REPLACE TEMP TABLE _rl_calls AS
+        WITH ordered AS (
+            SELECT *, row_number() OVER (PARTITION BY rollout_id ORDER BY started_at NULLS LAST, source_id, line_no) - 1
+                      AS call_idx
+            FROM endpoint_events WHERE kind = 'tool' AND rollout_id IN (SELECT rollout_id FROM _rl_affected)),
+        flagged AS (  -- a call opens a turn when every earlier call has ended (so none runs beside it)
+            SELECT *, coalesce(started_at >= max(ended_at) OVER (PARTITION BY rollout_id ORDER BY call_idx
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), true) AS opens_turn
+            FROM ordered)
+        SELECT *, sum(opens_turn::INTEGER) OVER (PARTITION BY rollout_id ORDER BY call_idx) - 1 AS turn_idx,
+               CASE WHEN NOT {failed} THEN 'ok' WHEN {infra} THEN 'infra_error' ELSE 'model_error' END AS outcome
+        FROM flagged""",
+        """INSERT INTO tool_calls
+        SELECT rollout_id, call_idx, turn_idx, tool, arguments, started_at, ended_at,
+               epoch(ended_at) - epoch(started_at),
+               CASE WHEN outcome = 'ok' THEN 'ok' ELSE 'error' END,
+               coalesce(error, CASE WHEN http_status >= 400 THEN 'HTTP ' || http_status END,
+                        CASE WHEN outcome <> 'ok' THEN 'status ' || status END),
+               output_chars
+        FROM _rl_calls""",
+        """CREATE OR REPLACE TEMP TABLE _rl_grade AS
+        SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY rollout_id ORDER BY source_id, line_no) AS rn
+                       FROM endpoint_events WHERE kind = 'grade' AND rollout_id IN (SELECT rollout_id FROM _rl_affected))
+        WHERE rn = 1""",
+        """INSERT INTO grades
+        SELECT g.rollout_id, k.key, try_cast(k.value AS DOUBLE), 1.0, NULL, NULL
+        FROM _rl_grade g, json_each(g.grades) k WHERE g.grades IS NOT NULL""",
+        """INSERT INTO rollouts
+        WITH calls AS (
+            SELECT rollout_id, count(*) AS n_calls, count(DISTINCT turn_idx) AS n_turns,
+                   min(started_at) AS first_start, max(ended_at) AS last_end, min(source_id) AS source_id,
+                   arg_min(line_no, (source_id, line_no)) AS line_no, any_value(sample_id) AS sample_id,
+                   any_value(run) AS run, bool_or(outcome = 'infra_error') AS infra,
+                   bool_or(outcome = 'model_error') AS model_err,
+                   string_agg(CASE WHEN outcome <> 'ok' THEN tool || ': ' || coalesce(error, 'HTTP ' || http_status, status) END, '; ')
+                       AS errors
+            FROM _rl_calls GROUP BY rollout_id),
+        usual_run AS (  -- the run most graded rollouts of a file belong to
+            SELECT source_id, mode(run) AS run FROM endpoint_events WHERE kind = 'grade' GROUP BY source_id),
+        any_run AS (SELECT mode(run) AS run FROM endpoint_events WHERE kind = 'grade'),
+        mean_grade AS (SELECT rollout_id, avg(score) AS score FROM grades
+                       WHERE rollout_id IN (SELECT rollout_id FROM _rl_grade) GROUP BY rollout_id),
+        ids AS (SELECT rollout_id FROM _rl_affected WHERE rollout_id IN (SELECT rollout_id FROM calls)
+                                                      OR rollout_id IN (SELECT rollout_id FROM _rl_grade))
+        SELECT i.rollout_id,
+               coalesce($run, g.run, c.run, u.run, (SELECT run FROM any_run), 'unknown') AS run_id,
+               coalesce(g.sample_id, c.sample_id, '(unknown)') AS sample_id,
+               NULL AS attempt,
+               coalesce(g.started_at, c.first_start) AS started_at,
+               coalesce(g.ts, c.last_end) AS ended_at,
+               epoch(coalesce(g.ts, c.last_end)) - epoch(coalesce(g.started_at, c.first_start)) AS latency_s,
+               CASE WHEN coalesce(c.infra, false) THEN 'infra_error' WHEN g.rollout_id IS NULL THEN 'ungraded'
+                    WHEN coalesce(c.model_err, false) THEN 'model_error' ELSE 'ok' END AS status,
+               CASE WHEN g.rollout_id IS NULL THEN 'no grade event' ELSE 'graded' END AS stop_reason,
+               g.final_answer, coalesce(g.score, m.score) AS score, coalesce(c.n_turns, 0), coalesce(c.n_calls, 0),
+               NULL, NULL, NULL, NULL, c.errors,
+               coalesce(g.source_id, c.source_id), coalesce(g.line_no, c.line_no)
+        FROM ids i LEFT JOIN _rl_grade g USING (rollout_id) LEFT JOIN calls c USING (rollout_id)
+        LEFT JOIN mean_grade m USING (rollout_id) LEFT JOIN usual_run u ON u.source_id = c.source_id""",
+        """UPDATE rollouts SET attempt = a.attempt FROM (
+            SELECT rollout_id, row_number() OVER (PARTITION BY run_id, sample_id ORDER BY started_at NULLS LAST, rollout_id) - 1
+                   AS attempt
+            FROM rollouts WHERE run_id IN (SELECT run_id FROM rollouts WHERE rollout_id IN (SELECT rollout_id FROM _rl_affected))) a
+        WHERE rollouts.rollout_id = a.rollout_id AND rollouts.rollout_id IN (SELECT rollout_id FROM _rl_affected)""",
+        """INSERT INTO runs
+        SELECT r.run_id, r.run_id, NULL, NULL, any_value(e.step), mode(e.split), min(r.source_id), NULL
+        FROM rollouts r LEFT JOIN endpoint_events e ON e.rollout_id = r.rollout_id AND e.kind = 'grade'
+        WHERE r.rollout_id IN (SELECT rollout_id FROM _rl_affected) AND r.run_id NOT IN (SELECT run_id FROM runs)
+        GROUP BY r.run_id""",
+        """INSERT INTO samples
+        SELECT sample_id, split, any_value(prompt), any_value(reference), NULL, $sid
+        FROM endpoint_events e WHERE source_id = $sid AND kind = 'sample'
+          AND NOT EXISTS (SELECT 1 FROM samples s WHERE s.sample_id = e.sample_id AND s.split IS NOT DISTINCT FROM e.split)
+        GROUP BY sample_id, split""",
+    ]
+
+
+def load(ctx: LoadContext) -> LoadResult:
+    con = ctx.con
+    stage_lines(con, ctx.path)
+    n_records = con.execute(f"SELECT count(*) FROM {LINES_TABLE}").fetchall()[0][0]
+    n_records += con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchall()[0][0]
+    last = None if ends_with_newline(ctx.path) else \
+        con.execute(f"SELECT max(line_no) FROM {LINES_TABLE}").fetchall()[0][0]
+    con.execute(events_sql(ctx.run is not None, last))
+    p = {"sid": ctx.source_id}
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _rl_conflicts AS {conflicts_sql()}", p)
+    con.execute(f"""INSERT INTO {STAGED_REJECTS}
+        SELECT e.line_no, l.line, coalesce(e.reason, c.reason)
+        FROM _rl_ev e JOIN {LINES_TABLE} l USING (line_no) LEFT JOIN _rl_conflicts c USING (line_no)
+        WHERE e.reason IS NOT NULL OR c.reason IS NOT NULL""")
+    columns = ", ".join(f'"{f.name}"' for f in FIELDS if f.name != "event")
+    con.execute(f"""INSERT INTO endpoint_events (source_id, line_no, kind, {columns})
+        SELECT $sid, line_no, kind, {columns} FROM _rl_ev
+        WHERE reason IS NULL AND line_no NOT IN (SELECT line_no FROM _rl_conflicts)""", {"sid": ctx.source_id})
+    for sql in assemble_sql():
+        used = {k: v for k, v in {"sid": ctx.source_id, "run": ctx.run}.items() if f"${k}" in sql}
+        con.execute(sql, used or None)
+    for table in ("_rl_ev", "_rl_conflicts", "_rl_affected", "_rl_calls", "_rl_grade"):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    n_rejected = con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchall()[0][0]
+    drop_lines(con)
+    return LoadResult(n_records=n_records, n_rejected=n_rejected)

@@ -1,0 +1,50 @@
+"""Build-hour results.jsonl: trace events to tool calls, metrics to grades, errored rollouts."""
+from __future__ import annotations
+
+import pytest
+
+import rolloutlab as rl
+from conftest import FIXTURES
+
+PATH = FIXTURES / "buildhours" / "run-1" / "results.jsonl"
+
+
+def test_records_map_field_by_field(con):
+    assert rl.detect_format(PATH) == "buildhours"
+    result = rl.ingest(con, PATH)
+    assert result.loc[0, ["format", "records", "loaded", "rejected"]].tolist() == ["buildhours", 6, 3, 3]
+    assert "run label 'run-1'" in result.reasons[0][0]
+    rows = {r[0]: r[1:] for r in con.execute(
+        "SELECT sample_id, status, score, latency_s, n_tool_calls, n_turns, input_tokens, reasoning_tokens, "
+        "final_answer, error, run_id FROM rollouts").fetchall()}
+    # the declared reward is the score, not the mean of the metrics
+    assert rows["0"] == ("ok", 0.8, 12.5, 3, 2, 3000, 900, "$32M", None, "run-1")
+    calls = con.execute("SELECT tool, turn_idx, output_chars, arguments FROM tool_calls t JOIN rollouts r "
+                        "USING (rollout_id) WHERE r.sample_id = '0' ORDER BY call_idx").fetchall()
+    assert [c[:3] for c in calls] == [("search", 0, 5), ("list", 0, 3), ("cat", 1, 10)]
+    assert calls[0][3] == '{"q":"acme 2021"}'
+    grades = con.execute("SELECT grader, score FROM grades ORDER BY grader").fetchall()
+    assert grades == [("answer", 1.0), ("format", 0.0), ("reward", 0.8)]
+    # reward -1 with an error: an errored rollout, never a score of -1 or 0
+    assert rows["1"][:2] == ("infra_error", None)
+    assert rows["1"][8] == "Tool search failed: HTTP 503 Service Unavailable"
+    assert rows["2"][:2] == ("model_error", None) and rows["2"][8] == "Unknown tool: grep"
+    err = con.execute("SELECT t.status, t.error FROM tool_calls t JOIN rollouts r USING (rollout_id) "
+                      "WHERE r.sample_id = '1'").fetchall()
+    assert err == [("error", "HTTP 503 Service Unavailable")]
+    assert con.execute("SELECT min(score) FROM rollouts").fetchone()[0] >= 0
+
+
+def test_rejects_name_the_line(con):
+    rl.ingest(con, PATH)
+    reasons = dict(con.execute("SELECT line_no, reason FROM rejects").fetchall())
+    assert reasons[4].startswith("line 4: invalid JSON")
+    assert reasons[6] == "sample None: missing sample_index"
+    assert reasons[7] == "sample 4: metrics has no numeric grade: {'reward': 'high'}"
+
+
+def test_summary_excludes_the_errored_rollouts(con):
+    rl.ingest(con, PATH, run="gpt-x")
+    s = rl.summary(con, "gpt-x").iloc[0]
+    assert (s.rollouts, s.n_infra_error, s.n_model_error, s.n_excluded) == (3, 1, 1, 1)
+    assert s.mean_score == pytest.approx((0.8 + 0.0) / 2)  # the model error counts as 0

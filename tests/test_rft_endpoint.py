@@ -1,0 +1,98 @@
+"""rft-endpoint: events split across files and calls, shuffled, parallel calls, ungraded rollouts,
+infra failures, conflicts; assembled rollouts checked field by field."""
+from __future__ import annotations
+
+import random
+from datetime import datetime
+
+import pytest
+
+import rolloutlab as rl
+from conftest import FIXTURES
+
+RFT = FIXTURES / "rft"
+FILES = [RFT / "grades.jsonl", RFT / "tools.jsonl", RFT / "tools-parallel.jsonl"]
+
+
+def rollouts(con):
+    return {r[0]: r[1:] for r in con.execute(
+        "SELECT rollout_id, run_id, sample_id, started_at, latency_s, status, score, n_turns, n_tool_calls, "
+        "final_answer, error FROM rollouts").fetchall()}
+
+
+def check_assembled(con):
+    got = rollouts(con)
+    assert set(got) == {"r1", "r2", "r3", "r4", "r6"}  # r5's only event was rejected
+    # r1: tool events from two files, ordered by start; cat and list overlap -> one turn
+    assert got["r1"] == ("train", "q1", datetime(2025, 12, 9, 10, 0, 1), 9.0, "ok", 0.75, 3, 4, "$32", None)
+    calls = con.execute("SELECT tool, turn_idx, latency_s, output_chars FROM tool_calls WHERE rollout_id = 'r1' "
+                        "ORDER BY call_idx").fetchall()
+    assert calls == [("search", 0, 1.0, 800), ("cat", 1, 2.0, 4000), ("list", 1, 0.5, 300), ("search", 2, 1.0, 900)]
+    assert con.execute("SELECT grader, score FROM grades WHERE rollout_id = 'r1' ORDER BY grader").fetchall() == \
+        [("answer", 1.0), ("format", 0.5)]
+    # r2: a 504 -> infra_error, the raw error kept, scored 0 but excluded from statistics
+    assert got["r2"][4:7] == ("infra_error", 0.0, 1) and got["r2"][9] == "search: upstream timeout"
+    # r3: tool events, no grade event -> ungraded, attributed to the file set's run
+    assert got["r3"][0:2] == ("train", "(unknown)") and got["r3"][4] == "ungraded" and got["r3"][5] is None
+    # r4: a grade event without tool events, latency from its explicit started_at
+    assert got["r4"][2:8] == (datetime(2025, 12, 9, 12, 59), 60.0, "ok", 1.0, 0, 0)
+    # r6: a 404 is the model's fault
+    assert got["r6"][4] == "model_error" and got["r6"][9] == "cat: no such file"
+    assert con.execute("SELECT prompt FROM samples WHERE sample_id = 'q1'").fetchone() == ("What was Acme's revenue?",)
+
+
+def test_events_across_files_in_one_call(con):
+    result = rl.ingest(con, FILES)
+    assert (result.format == "rft-endpoint").all()
+    assert result[["records", "loaded", "rejected"]].values.tolist() == [[7, 5, 2], [6, 5, 1], [2, 2, 0]]
+    check_assembled(con)
+    reasons = dict(con.execute("SELECT s.path || ':' || r.line_no, r.reason FROM rejects r JOIN sources s "
+                               "USING (source_id)").fetchall())
+    g, t = str(FILES[0].resolve()), str(FILES[1].resolve())
+    assert reasons[f"{g}:5"] == f"conflicting grade event for rollout 'r4': score 0.0 here, 1.0 at {g} line 4 (kept)"
+    assert reasons[f"{g}:7"].startswith("cannot tell the event's kind")
+    assert reasons[f"{t}:5"] == "ended_at precedes started_at: the event's clock is wrong"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_order_and_separate_calls_do_not_matter(db_path, tmp_path, seed):
+    # shuffle the lines of every file, and ingest the files one call at a time in a random order
+    rng = random.Random(seed)
+    files = []
+    for f in FILES:
+        lines = f.read_text().splitlines()
+        rng.shuffle(lines)
+        out = tmp_path / f.name
+        out.write_text("\n".join(lines) + "\n")
+        files.append(out)
+    rng.shuffle(files)
+    con = rl.connect(db_path)
+    for f in files:
+        rl.ingest(con, f, format="rft-endpoint")
+    got = rollouts(con)
+    assert got["r1"][3:8] == (9.0, "ok", 0.75, 3, 4)
+    assert got["r3"][4] == "ungraded"
+    assert got["r4"][5] in (1.0, 0.0)  # which conflicting grade is kept depends on which came first
+    assert con.execute("SELECT count(*) FROM rejects WHERE reason LIKE 'conflicting grade%'").fetchone() == (1,)
+    con.close()
+
+
+def test_reingest_is_idempotent_and_a_changed_file_reassembles(con, tmp_path):
+    parallel = tmp_path / "tools-parallel.jsonl"
+    parallel.write_text(FILES[2].read_text())
+    files = [FILES[0], FILES[1], parallel]
+    rl.ingest(con, files)
+    before = con.execute("SELECT count(*), sum(n_tool_calls) FROM rollouts").fetchone()
+    assert rl.ingest(con, files).action.tolist() == ["unchanged"] * 3
+    assert con.execute("SELECT count(*), sum(n_tool_calls) FROM rollouts").fetchone() == before
+    # the parallel-calls file is rewritten without its last event: r1 is assembled again
+    parallel.write_text(FILES[2].read_text().splitlines()[0] + "\n")
+    assert rl.ingest(con, parallel).action.tolist() == ["replaced"]
+    assert rollouts(con)["r1"][6:8] == (2, 3)
+    assert con.execute("SELECT count(*) FROM rollouts").fetchone()[0] == before[0]
+    assert con.execute("SELECT count(*) FROM endpoint_events WHERE rollout_id = 'r1'").fetchone() == (4,)
+
+
+def test_format_detection():
+    for f in FILES:
+        assert rl.detect_format(f) == "rft-endpoint"
