@@ -67,7 +67,9 @@ def test_synth_and_demo(tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["base.jsonl", "step2.jsonl", "step4.jsonl"]
     assert len((tmp_path / "s" / "step2.jsonl").read_text().splitlines()) == 10
     capsys.readouterr()
-    assert main(["demo", "--db", str(tmp_path / "demo.duckdb"), "--out", str(tmp_path / "demo")]) == 0
+    assert main(["demo", "--db", str(tmp_path / "demo.duckdb"), "--out", str(tmp_path / "demo"),
+                 "--report", str(tmp_path / "demo.html")]) == 0
+    assert (tmp_path / "demo.html").stat().st_size > 1_000_000
     out = capsys.readouterr().out
     assert "600 records, 600 loaded, 0 rejected" in out and "synthetic demo logs" in out
     assert "step10" in out and "train-step10" in out and "rft-endpoint" in out

@@ -5,9 +5,23 @@ from .metrics import (UnknownRunError, latency, latency_ecdf, rollout_table, sam
                       tool_pairs, tool_stats)
 from .readiness import check
 from .compare import by_step, compare, distribution_shift, sample_deltas, shift_test
+from .widgets import explore
 from .store import DatabaseLockedError, SchemaVersionError, StoreError, connect, transaction
 
 __version__ = "0.1.0"
+
+# Heavy (plotly) names load on first use, so that `import rolloutlab` and the CLI stay light.
+_LAZY = {"build_report": "report", "write_report": "report", "plots": None}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        module = importlib.import_module(f".{_LAZY[name] or name}", __name__)
+        return module if _LAZY[name] is None else getattr(module, name)
+    raise AttributeError(f"module 'rolloutlab' has no attribute {name!r}")
+
 
 __all__ = [
     "connect", "transaction", "StoreError", "DatabaseLockedError", "SchemaVersionError",
@@ -17,4 +31,5 @@ __all__ = [
     "rollout_table", "UnknownRunError",
     "check",
     "compare", "sample_deltas", "distribution_shift", "shift_test", "by_step",
+    "explore", "build_report", "write_report", "plots",
 ]

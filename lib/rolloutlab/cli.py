@@ -55,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-errors", action="store_true")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("report", help="a self-contained HTML report: base vs candidate")
+    _add_db(p)
+    p.add_argument("--base", required=True)
+    p.add_argument("--candidate", required=True)
+    p.add_argument("-o", "--output", required=True, type=Path)
+    p.add_argument("--n-boot", type=int, default=2000)
+
     p = sub.add_parser("synth", help="write synthetic native JSONL (demo data; clearly synthetic)")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--samples", type=int, default=200)
@@ -68,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="synthesize demo logs, ingest them, print a summary")
     _add_db(p)
     p.add_argument("--out", type=Path, default=config.DEMO_DIR, help="where the demo logs go")
+    p.add_argument("--report", type=Path, default=config.DEMO_REPORT, help="where the demo report goes")
     return parser
 
 
@@ -227,6 +235,19 @@ def cmd_compare(args) -> int:
     return EXIT_OK
 
 
+def cmd_report(args) -> int:
+    from . import store
+    from .report import write_report
+
+    con = store.connect(args.db, read_only=True)
+    try:
+        path = write_report(con, args.base, args.candidate, args.output, n_boot=args.n_boot)
+    finally:
+        con.close()
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, self-contained: open it in any browser)")
+    return EXIT_OK
+
+
 def cmd_synth(args) -> int:
     from . import synth
 
@@ -250,6 +271,7 @@ def cmd_demo(args) -> int:
     from .compare import compare
     from .metrics import summary
     from .readiness import check
+    from .report import write_report
 
     paths = synth.write_native(args.out / "native") + synth.write_endpoint(args.out / "endpoint")
     con = store.connect(args.db)
@@ -270,6 +292,8 @@ def cmd_demo(args) -> int:
               f"({score['diff']:+.3f}, 95% CI [{score.ci_low:+.3f}, {score.ci_high:+.3f}]), "
               f"tool calls {calls.base:.1f} -> {calls.candidate:.1f}, "
               f"P95 latency {p95.base:.1f}s -> {p95.candidate:.1f}s (rolloutlab compare --base base --candidate step10)")
+        report = write_report(con, "base", "step10", args.report)
+        print(f"report: {report}")
     finally:
         con.close()
     print(f"\nsynthetic demo logs: {args.out}\ndatabase: {config.db_path(args.db)}"
@@ -278,7 +302,7 @@ def cmd_demo(args) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "runs": cmd_runs, "summary": cmd_summary, "check": cmd_check,
-            "compare": cmd_compare,
+            "compare": cmd_compare, "report": cmd_report,
             "synth": cmd_synth, "demo": cmd_demo}
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = PROJECT_ROOT / "data"
 DEMO_DIR = DATA_DIR / "demo"
+DEMO_REPORT = DATA_DIR / "demo-report.html"
 NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
 NATIVE_SCHEMA = Path(__file__).resolve().parent / "schemas" / "native-rollout.schema.json"
 

@@ -37,7 +37,10 @@ def variance(stats: pd.DataFrame | dict[str, pd.DataFrame], run: str = "run") ->
                                                 df.has_signal)]
         fig.add_bar(x=np.arange(len(df)), y=df["mean"], name=f"{name} mean",
                     marker_color=[SIGNAL_COLOR if s else colors[name] for s in df.has_signal], opacity=0.6,
-                    error_y=dict(type="data", array=df["std"], thickness=0.8, width=0),
+                    # ±1 std, kept within the scores the sample actually got
+                    error_y=dict(type="data", symmetric=False, thickness=0.8, width=0,
+                                 array=np.minimum(df["mean"] + df["std"], df["max"]) - df["mean"],
+                                 arrayminus=df["mean"] - np.maximum(df["mean"] - df["std"], df["min"])),
                     hovertext=hover, hoverinfo="text", row=1, col=i)
         fig.add_scatter(x=np.arange(len(df)), y=df["max"], mode="markers", name=f"{name} best attempt",
                         marker=dict(symbol="line-ew-open", color="black", size=8), hoverinfo="skip", row=1, col=i)

@@ -1,0 +1,156 @@
+"""The stakeholder report: one self-contained HTML file (plotly's JavaScript inlined once, no
+external requests) with the same content as notebook 06-report, built from the same functions.
+Every string from the logs is HTML-escaped; figures get escaped text from plots.interactive."""
+from __future__ import annotations
+
+import html
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+from tqdm.auto import tqdm
+
+from . import __version__ as VERSION, config
+from .compare import by_step, compare, distribution_shift, sample_deltas
+from .metrics import latency, latency_ecdf, sample_stats, summary
+from .readiness import check
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:24px auto;padding:0 16px;color:#222}
+h1{margin-bottom:0}.sub{color:#666;margin-top:4px}.cards{display:flex;flex-wrap:wrap;gap:12px;margin:16px 0}
+.card{border:1px solid #ddd;border-radius:6px;padding:10px 14px;min-width:180px}.card .v{font-size:22px;font-weight:600}
+.card .d{color:#555;font-size:13px}table{border-collapse:collapse;font-size:13px}td,th{border-bottom:1px solid #e5e5e5;padding:3px 8px;text-align:left}
+.note{color:#555;font-size:13px}section{margin-top:28px}
+"""
+
+
+def _e(value) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return html.escape(str(value))
+
+
+def _table(df: pd.DataFrame, floats: str = "{:.4g}") -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in df.columns)
+    rows = "".join("<tr>" + "".join(
+        f"<td>{floats.format(v) if isinstance(v, float) and v == v else _e(v)}</td>" for v in row) + "</tr>"
+        for row in df.itertuples(index=False))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _figure(fig) -> str:
+    return fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True})
+
+
+def headline_html(cmp: pd.DataFrame) -> str:
+    row, a = cmp.set_index("metric"), cmp.attrs
+    score = row.loc["score"]
+    p = "" if score.p_value != score.p_value else f", p = {score.p_value:.3g}"
+    cards = [
+        ("Score", f"{score.base:.3f} → {score.candidate:.3f}",
+         f"{score['diff']:+.3f} (95% CI {score.ci_low:+.3f} to {score.ci_high:+.3f}{p})"),
+        ("Per sample", f"{a['wins']} / {a['ties']} / {a['losses']}", "better / unchanged / worse"),
+    ]
+    for metric, label, fmt in (("tool_calls_per_rollout", "Tool calls per rollout", "{:.1f}"),
+                               ("latency_p95", "P95 latency (s)", "{:.1f}"),
+                               ("tokens_per_rollout", "Tokens per rollout", "{:,.0f}")):
+        m = row.loc[metric]
+        if m.base == m.base and m.candidate == m.candidate:
+            ci = "" if m.ci_low != m.ci_low else f" (95% CI {fmt.format(m.ci_low)} to {fmt.format(m.ci_high)})"
+            cards.append((label, f"{fmt.format(m.base)} → {fmt.format(m.candidate)}",
+                          f"{'+' if m['diff'] > 0 else ''}{fmt.format(m['diff'])}{ci}"))
+    body = "".join(f"<div class='card'><div>{_e(t)}</div><div class='v'>{_e(v)}</div><div class='d'>{_e(d)}</div></div>"
+                   for t, v, d in cards)
+    coverage = (f"{a['shared_samples']} samples evaluated by both runs"
+                + (f"; {a['base_only']} only by {_e(a['base'])}" if a["base_only"] else "")
+                + (f"; {a['candidate_only']} only by {_e(a['candidate'])}" if a["candidate_only"] else ""))
+    return f"<div class='cards' id='headline'>{body}</div><p class='note'>{coverage}.</p>"
+
+
+def build_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_boot: int = 2000,
+                 progress: bool | None = None) -> str:
+    """The report as one HTML string."""
+    from plotly.offline import get_plotlyjs
+
+    from .plots import interactive as pi, readiness_table
+
+    disable = config.progress_disabled() if progress is None else not progress
+    sections: list[str] = []
+    steps = [
+        ("headline", lambda: _headline(con, base, candidate, n_boot)),
+        ("readiness", lambda: f"<h2>Readiness of {_e(base)}</h2>" + readiness_table(check(con, base)).to_html()),
+        ("variance", lambda: "<h2>Score per sample across attempts</h2><p class='note'>Only samples whose score "
+                             "varies across attempts (vermillion) give learning signal.</p>"
+                             + _figure(pi.variance({base: sample_stats(con, base), candidate: sample_stats(con, candidate)}))),
+        ("tool calls", lambda: "<h2>Tool calls per rollout</h2>"
+                               + _figure(pi.tool_calls(distribution_shift(con, base, candidate), base, candidate))),
+        ("latency", lambda: "<h2>Latency</h2>" + _figure(pi.latency_ecdf(
+            latency_ecdf(con, [base, candidate]), {r: latency(con, r, tool_n_boot=0) for r in (base, candidate)}))),
+        ("per sample", lambda: _per_sample(con, base, candidate, pi)),
+        ("training", lambda: _training(con, pi)),
+        ("methods", lambda: _methods(con, base, candidate, n_boot)),
+    ]
+    for name, make in tqdm(steps, desc="report", unit="section", disable=disable):
+        sections.append(f"<section id='{name.replace(' ', '-')}'>{make()}</section>")
+    title = f"{_e(base)} → {_e(candidate)}"
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>rolloutlab report: {title}</title>"
+            f"<style>{CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
+            f"<h1>Fine-tuning report: {title}</h1><p class='sub'>rolloutlab {VERSION} · generated "
+            f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC</p>{''.join(sections)}</body></html>")
+
+
+def _headline(con, base, candidate, n_boot) -> str:
+    cmp = compare(con, base, candidate, n_boot=n_boot)
+    shown = cmp[["metric", "base", "candidate", "diff", "ci_low", "ci_high", "p_value", "significant"]]
+    return ("<h2>Headline</h2>" + headline_html(cmp) + "<details><summary>All metrics</summary>"
+            + _table(shown) + "</details>")
+
+
+def _per_sample(con, base, candidate, pi) -> str:
+    deltas = sample_deltas(con, base, candidate)
+    worst = deltas[deltas.outcome == "loss"].sort_values("score_diff").head(10)
+    answers = con.execute(
+        "SELECT run_id, sample_id, any_value(final_answer ORDER BY attempt) FROM rollouts "
+        "WHERE list_contains(?, run_id) AND list_contains(?, sample_id) GROUP BY ALL",
+        [[base, candidate], worst.sample_id.tolist()]).fetchall()
+    answer = {(r, s): a for r, s, a in answers}
+    worst = worst.assign(**{f"{base} answer": [answer.get((base, s)) for s in worst.sample_id],
+                            f"{candidate} answer": [answer.get((candidate, s)) for s in worst.sample_id]})
+    table = _table(worst[["sample_id", "base_score", "candidate_score", "score_diff", f"{base} answer",
+                          f"{candidate} answer"]]) if len(worst) else "<p>No sample got worse.</p>"
+    return ("<h2>Per sample</h2><p class='note'>Each point is a sample both runs evaluated: up is a better score, "
+            "left is fewer tool calls.</p>" + _figure(pi.quadrants(deltas, base, candidate))
+            + "<h3>Samples that got worse</h3>" + table)
+
+
+def _training(con, pi) -> str:
+    stepped = [r for r, s in con.execute("SELECT label, step FROM runs").fetchall() if s is not None]
+    if len(stepped) < 2:
+        return "<h2>Training curves</h2><p class='note'>Fewer than two runs carry a training step.</p>"
+    return "<h2>Training curves</h2>" + _figure(pi.training_curves(by_step(con, stepped)))
+
+
+def _methods(con, base, candidate, n_boot) -> str:
+    counts = summary(con, [base, candidate])[["run", "rollouts", "samples", "n_ok", "n_model_error", "n_infra_error",
+                                              "n_truncated", "n_ungraded", "n_excluded"]]
+    sources = con.execute("SELECT path, format, n_records AS records, n_records - n_rejected AS loaded, "
+                          "n_rejected AS rejected, ingested_at FROM sources ORDER BY source_id").df()
+    sources["path"] = sources.path.map(os.path.basename)
+    return ("<h2>Methods and provenance</h2><p class='note'>Scores exclude infra errors and ungraded rollouts "
+            "(counted below): a failed tool endpoint says nothing about the model. Differences are paired per "
+            f"sample over the samples both runs evaluated; 95% CIs from a paired bootstrap over samples ({n_boot} "
+            "resamples, seed 0); p-values from a paired permutation (sign-flip) test; latency CIs resample "
+            f"samples. A sample passes at score ≥ {config.PASS_THRESHOLD:g}. Readiness thresholds: "
+            f"{_e(', '.join(f'{k} = {v}' for k, v in config.CHECK_THRESHOLDS.items()))}.</p>"
+            "<h3>Rollouts</h3>" + _table(counts) + "<h3>Sources</h3>" + _table(sources))
+
+
+def write_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, path: str | os.PathLike,
+                 n_boot: int = 2000, progress: bool | None = None) -> Path:
+    """Build the report and write it to ``path``; returns the path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(build_report(con, base, candidate, n_boot=n_boot, progress=progress), encoding="utf-8")
+    return out

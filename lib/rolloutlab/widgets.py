@@ -1,0 +1,271 @@
+"""The trajectory explorer: filter rollouts, page through them in DuckDB, open one trajectory.
+
+The logic (filters -> parameterized SQL, one page at a time; HTML rendering with every log
+string escaped) is plain functions, tested without a browser; ``explore()`` wires them to
+ipywidgets. Nothing loads more than a page of rollouts into the widget.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field, replace
+
+import duckdb
+import pandas as pd
+
+from .metrics.common import resolve_runs
+
+PAGE_SIZE = 20
+SORTABLE = {"score": "score", "tool calls": "n_tool_calls", "latency": "latency_s", "sample": "sample_id",
+            "attempt": "attempt", "run": "run_id"}
+STATUSES = ("ok", "model_error", "infra_error", "truncated", "ungraded")
+
+
+@dataclass(frozen=True)
+class Filters:
+    runs: tuple[str, ...] = ()
+    score_min: float | None = None
+    score_max: float | None = None
+    statuses: tuple[str, ...] = ()
+    calls_min: int | None = None
+    calls_max: int | None = None
+    search: str = ""  # matched against sample id, rollout id and final answer (case-insensitive)
+    sort: str = "score"
+    descending: bool = False
+    page: int = 0
+    page_size: int = PAGE_SIZE
+
+
+def _where() -> str:
+    return """
+    list_contains($runs, run_id)
+    AND ($score_min IS NULL OR score >= $score_min) AND ($score_max IS NULL OR score <= $score_max)
+    AND (len($statuses) = 0 OR list_contains($statuses, status))
+    AND ($calls_min IS NULL OR n_tool_calls >= $calls_min) AND ($calls_max IS NULL OR n_tool_calls <= $calls_max)
+    AND ($search = '' OR contains(lower(sample_id), lower($search)) OR contains(lower(rollout_id), lower($search))
+         OR contains(lower(coalesce(final_answer, '')), lower($search)))
+    """
+
+
+def _params(f: Filters) -> dict:
+    return {"runs": list(f.runs), "score_min": f.score_min, "score_max": f.score_max, "statuses": list(f.statuses),
+            "calls_min": f.calls_min, "calls_max": f.calls_max, "search": f.search or ""}
+
+
+def page_sql(f: Filters) -> str:
+    if f.sort not in SORTABLE:
+        raise ValueError(f"sort by one of {', '.join(SORTABLE)}")
+    order = f'"{SORTABLE[f.sort]}" {"DESC" if f.descending else "ASC"} NULLS LAST, rollout_id'
+    return f"""
+    SELECT rollout_id, run_id AS run, sample_id, attempt, status, score, n_tool_calls, n_turns, latency_s,
+           final_answer
+    FROM rollouts WHERE {_where()}
+    ORDER BY {order} LIMIT $limit OFFSET $offset
+    """
+
+
+def count_sql() -> str:
+    return f"SELECT count(*) FROM rollouts WHERE {_where()}"
+
+
+def page(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[pd.DataFrame, int]:
+    """One page of matching rollouts, and how many match in all."""
+    p = _params(f)
+    total = con.execute(count_sql(), p).fetchall()[0][0]
+    rows = con.execute(page_sql(f), {**p, "limit": int(f.page_size), "offset": int(f.page * f.page_size)}).df()
+    return rows, int(total)
+
+
+@dataclass
+class Trajectory:
+    rollout: dict
+    calls: pd.DataFrame
+    messages: pd.DataFrame
+    grades: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def trajectory(con: duckdb.DuckDBPyConnection, rollout_id: str) -> Trajectory:
+    """Everything about one rollout: its row, tool calls, messages and grades."""
+    rollout = con.execute("SELECT * FROM rollouts WHERE rollout_id = ?", [rollout_id]).df()
+    if rollout.empty:
+        raise KeyError(f"no rollout {rollout_id!r}")
+    calls = con.execute("SELECT * FROM tool_calls WHERE rollout_id = ? ORDER BY call_idx", [rollout_id]).df()
+    messages = con.execute("SELECT * FROM messages WHERE rollout_id = ? ORDER BY msg_idx", [rollout_id]).df()
+    grades = con.execute("SELECT grader, score, weight, passed FROM grades WHERE rollout_id = ? ORDER BY grader",
+                         [rollout_id]).df()
+    return Trajectory(rollout.iloc[0].to_dict(), calls, messages, grades)
+
+
+def attempts_sql() -> str:
+    return """SELECT rollout_id, run_id AS run, attempt, status, score, n_tool_calls, latency_s, final_answer
+              FROM rollouts WHERE sample_id = $sample AND list_contains($runs, run_id)
+              ORDER BY list_position($runs, run_id), attempt"""
+
+
+def attempts(con: duckdb.DuckDBPyConnection, sample_id: str, runs: list[str]) -> pd.DataFrame:
+    """The attempts at one sample under each run (compare mode)."""
+    return con.execute(attempts_sql(), {"sample": sample_id, "runs": list(runs)}).df()
+
+
+# ---- HTML (every string from the logs goes through esc) -------------------------------------
+
+def _missing(value) -> bool:
+    return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and value != value)
+
+
+def esc(value, limit: int | None = None) -> str:
+    """Log text made safe for HTML (missing values: empty), cut to ``limit`` characters."""
+    if _missing(value):
+        return ""
+    text = str(value)
+    return html.escape(text[:limit] if limit else text)
+
+
+def _num(value, fmt="{:.3g}") -> str:
+    return "" if _missing(value) else fmt.format(value)
+
+
+def table_html(rows: pd.DataFrame, total: int, f: Filters) -> str:
+    head = "".join(f"<th>{h}</th>" for h in ("run", "sample", "attempt", "status", "score", "tool calls",
+                                                "latency (s)", "final answer"))
+    body = "".join(
+        f"<tr data-rollout='{esc(r.rollout_id)}'><td>{esc(r.run)}</td><td>{esc(r.sample_id)}</td>"
+        f"<td>{esc(r.attempt)}</td><td>{esc(r.status)}</td><td>{_num(r.score)}</td><td>{esc(r.n_tool_calls)}</td>"
+        f"<td>{_num(r.latency_s, '{:.1f}')}</td><td>{esc(r.final_answer, 80)}</td></tr>"
+        for r in rows.itertuples())
+    pages = max(1, -(-total // f.page_size))
+    return (f"<div class='rl-count'>{total} rollouts match · page {f.page + 1} of {pages}</div>"
+            f"<table class='rl-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def timeline_html(calls: pd.DataFrame, width: int = 640) -> str:
+    """Tool calls as bars on a time axis; calls of one turn stacked side by side; errors in red.
+    Without timestamps, calls are drawn one slot each in order."""
+    if calls.empty:
+        return "<p>No tool calls.</p>"
+    timed = calls.started_at.notna().all() and calls.ended_at.notna().all()
+    if timed:
+        t0 = calls.started_at.min()
+        start = (calls.started_at - t0).dt.total_seconds()
+        end = (calls.ended_at - t0).dt.total_seconds()
+    else:
+        start = pd.Series(range(len(calls)), dtype=float)
+        end = start + 0.8
+    span = max(float(end.max()), 1e-9)
+    lanes: dict[int, int] = {}
+    bars = []
+    for i, call in enumerate(calls.itertuples()):  # one bar per call of one rollout
+        lane = lanes.get(call.turn_idx, -1) + 1
+        lanes[call.turn_idx] = lane
+        x, w = float(start.iloc[i]) / span * width, max(float(end.iloc[i] - start.iloc[i]) / span * width, 3)
+        color = "#D55E00" if call.status != "ok" else "#0072B2"
+        tip = f"{call.tool} · turn {call.turn_idx} · {_num(call.latency_s, '{:.2f}')}s"
+        if not _missing(call.error):
+            tip += f" · {call.error}"
+        bars.append(f"<div class='rl-bar' title='{esc(tip)}' style='left:{x:.1f}px;width:{w:.1f}px;"
+                    f"top:{call.turn_idx * 24 + lane * 6}px;background:{color}'>{esc(call.tool)}</div>")
+    height = (int(calls.turn_idx.max()) + 1) * 24 + max(lanes.values()) * 6 + 8
+    axis = f"{span:.1f} s" if timed else "call order (no timestamps in this format)"
+    return (f"<div class='rl-timeline' style='position:relative;width:{width}px;height:{height}px'>"
+            f"{''.join(bars)}</div><div class='rl-axis'>0 → {axis}</div>")
+
+
+def trajectory_html(t: Trajectory) -> str:
+    r = t.rollout
+    facts = (f"<b>{esc(r['run_id'])}</b> · sample <b>{esc(r['sample_id'])}</b> · attempt {esc(r['attempt'])} · "
+             f"status <b>{esc(r['status'])}</b> · score {_num(r['score'])} · {esc(r['n_tool_calls'])} tool calls in "
+             f"{esc(r['n_turns'])} turns · latency {_num(r['latency_s'], '{:.1f}')} s · tokens in/out "
+             f"{esc(r['input_tokens'])}/{esc(r['output_tokens'])}")
+    error = "" if _missing(r.get("error")) else f"<p class='rl-error'>error: {esc(r['error'])}</p>"
+    grades = "".join(f"<li>{esc(g.grader)}: {_num(g.score)}</li>" for g in t.grades.itertuples())
+    msgs = "".join(f"<div class='rl-msg rl-{esc(m.role)}'><span class='rl-role'>{esc(m.role)}</span> "
+                   f"<pre>{esc(m.content)}</pre></div>" for m in t.messages.itertuples())
+    return (f"<div class='rl-trajectory'><p>{facts}</p>{error}"
+            f"<p>final answer: <code class='rl-answer'>{esc(r['final_answer'])}</code></p>"
+            f"<p>grades:</p><ul>{grades or '<li>none</li>'}</ul><h4>tool calls</h4>{timeline_html(t.calls)}"
+            f"<h4>messages</h4>{msgs or '<p>No messages logged.</p>'}</div>")
+
+
+def attempts_html(rows: pd.DataFrame, runs: list[str]) -> str:
+    cols = []
+    for run in runs:
+        sub = rows[rows.run == run]
+        items = "".join(f"<li>attempt {esc(a.attempt)}: {esc(a.status)}, score {_num(a.score)}, "
+                        f"{esc(a.n_tool_calls)} calls, {_num(a.latency_s, '{:.1f}')} s — "
+                        f"<code>{esc(a.final_answer, 60)}</code></li>" for a in sub.itertuples())
+        cols.append(f"<div class='rl-col'><h4>{esc(run)}</h4><ul>{items or '<li>no attempts</li>'}</ul></div>")
+    return f"<div class='rl-compare' style='display:flex;gap:24px'>{''.join(cols)}</div>"
+
+
+STYLE = """<style>
+.rl-table{border-collapse:collapse;font-size:12px}.rl-table td,.rl-table th{border-bottom:1px solid #ddd;padding:2px 6px}
+.rl-bar{position:absolute;height:5px;font-size:9px;color:#fff;overflow:hidden;white-space:nowrap;min-height:16px;line-height:16px}
+.rl-msg pre{white-space:pre-wrap;margin:2px 0 8px 0;max-height:240px;overflow:auto}.rl-role{font-weight:bold}
+.rl-error{color:#D55E00}.rl-count{margin:4px 0}
+</style>"""
+
+
+def explore(con: duckdb.DuckDBPyConnection, runs=None):
+    """An ipywidgets app: filters, a paged sortable table, one trajectory, compare mode."""
+    import ipywidgets as w
+
+    labels = resolve_runs(con, runs)
+    state = {"filters": Filters(runs=tuple(labels))}
+    run_pick = w.SelectMultiple(options=labels, value=tuple(labels), description="runs", rows=min(4, len(labels)))
+    score = w.FloatRangeSlider(value=(0.0, 1.0), min=0.0, max=1.0, step=0.05, description="score")
+    status = w.SelectMultiple(options=STATUSES, value=(), description="status", rows=3)
+    max_calls = int(con.execute("SELECT coalesce(max(n_tool_calls), 0) FROM rollouts").fetchall()[0][0])
+    calls = w.IntRangeSlider(value=(0, max_calls), min=0, max=max(max_calls, 1), description="tool calls")
+    search = w.Text(placeholder="sample id, rollout id or answer text", description="search")
+    sort = w.Dropdown(options=list(SORTABLE), value="score", description="sort by")
+    desc = w.Checkbox(value=False, description="descending")
+    prev_b, next_b = w.Button(description="◀ previous"), w.Button(description="next ▶")
+    table = w.HTML()
+    pick = w.Dropdown(options=[], description="rollout")
+    compare = w.Checkbox(value=False, description="compare runs on this sample")
+    detail = w.HTML()
+
+    def refresh(*_):
+        f = state["filters"]
+        rows, total = page(con, f)
+        state["total"] = total
+        table.value = STYLE + table_html(rows, total, f)
+        pick.options = [(f"{r.run} · {r.sample_id} · #{r.attempt} · {r.score}", r.rollout_id)
+                        for r in rows.itertuples()]
+
+    def on_filter(*_):
+        # a slider at its full range filters nothing (unscored rollouts stay visible)
+        lo, hi = score.value
+        c_lo, c_hi = calls.value
+        full_score, full_calls = (lo, hi) == (score.min, score.max), (c_lo, c_hi) == (calls.min, calls.max)
+        state["filters"] = replace(state["filters"], runs=tuple(run_pick.value),
+                                   score_min=None if full_score else lo, score_max=None if full_score else hi,
+                                   statuses=tuple(status.value), calls_min=None if full_calls else c_lo,
+                                   calls_max=None if full_calls else c_hi,
+                                   search=search.value.strip(), sort=sort.value, descending=desc.value, page=0)
+        refresh()
+
+    def on_page(step):
+        f = state["filters"]
+        last = max(0, (state.get("total", 0) - 1) // f.page_size)
+        state["filters"] = replace(f, page=min(max(f.page + step, 0), last))
+        refresh()
+
+    def on_pick(*_):
+        if pick.value is None:
+            detail.value = ""
+            return
+        t = trajectory(con, pick.value)
+        body = trajectory_html(t)
+        if compare.value:
+            body = attempts_html(attempts(con, t.rollout["sample_id"], list(run_pick.value)), list(run_pick.value)) + body
+        detail.value = STYLE + body
+
+    for widget in (run_pick, score, status, calls, search, sort, desc):
+        widget.observe(on_filter, names="value")
+    prev_b.on_click(lambda _: on_page(-1))
+    next_b.on_click(lambda _: on_page(1))
+    pick.observe(on_pick, names="value")
+    compare.observe(on_pick, names="value")
+    on_filter()
+    filters = w.VBox([w.HBox([run_pick, status]), score, calls, search, w.HBox([sort, desc])])
+    return w.VBox([filters, table, w.HBox([prev_b, next_b]), w.HBox([pick, compare]), detail])
