@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 from pathlib import Path
 
 import rolloutlab as rl
 from rolloutlab import synth
+
+from common import best_of
 
 
 def main() -> None:
@@ -30,6 +31,7 @@ def main() -> None:
         con = rl.connect(db)
         rl.ingest(con, [args.out / "base.jsonl", args.out / "step10.jsonl"], progress=False)
         con.close()
+    rl.connect(db).close()  # upgrades a database an older rolloutlab wrote
     con = rl.connect(db, read_only=True)
     n = dict(con.execute("SELECT run_id, count(*) FROM rollouts GROUP BY run_id").fetchall())
     timings = {}
@@ -39,13 +41,7 @@ def main() -> None:
         "distribution_shift (tool calls)": lambda: rl.distribution_shift(con, "base", "step10"),
         "by_step": lambda: rl.by_step(con),
     }.items():
-        fn()
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - t0)
-        timings[name] = best
+        timings[name] = best_of(fn)
     print(f"rollouts per run: {n}; {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}\n")
     print("| function | seconds (best of 3, warm) |")
     print("|---|---:|")

@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from rolloutlab import synth
+
+from common import run_child
 
 INGEST = """
 import sys, rolloutlab as rl
@@ -24,16 +23,6 @@ con = rl.connect(sys.argv[1])
 r = rl.ingest(con, sys.argv[2:], progress=False)
 print(con.execute("SELECT count(*), sum(n_tool_calls) FROM rollouts").fetchone())
 """
-
-
-def timed(*args: str) -> tuple[float, float, str]:
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", INGEST, *args], stdout=subprocess.PIPE, text=True)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit("child failed")
-    return time.perf_counter() - t0, usage.ru_maxrss / 1024, out.strip()
 
 
 def main() -> None:
@@ -51,12 +40,12 @@ def main() -> None:
     for name, paths in (("rft-endpoint: all files in one call", files),):
         db = args.out / "endpoint.duckdb"
         db.unlink(missing_ok=True)
-        rows[name] = timed(str(db), *paths)
+        rows[name] = run_child(INGEST, str(db), *paths)
     native = args.out / "base.jsonl"
     if native.exists():
         db = args.out / "endpoint-native.duckdb"
         db.unlink(missing_ok=True)
-        rows["native JSONL of 200,000 rollouts (bench/ingest.py's file), for scale"] = timed(str(db), str(native))
+        rows["native JSONL of 200,000 rollouts (bench/ingest.py's file), for scale"] = run_child(INGEST, str(db), str(native))
     print(f"endpoint logs: {size:.0f} MB in {len(files)} files; {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}\n")
     print("| contender | seconds | peak memory (MB) | rollouts, tool calls |")

@@ -12,10 +12,11 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from common import run_child
 
 CONTENDERS = {
     "duckdb count(*) over read_json": """
@@ -46,19 +47,6 @@ calls = pd.json_normalize(records, record_path="tool_calls", meta=["rollout_id"]
 print(len(rollouts), len(calls))
 """,
 }
-
-
-def run_child(code: str, *args: str) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS in MB and stdout of one child process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise SystemExit(f"child failed ({proc.returncode}): {code}")
-    return seconds, usage.ru_maxrss / 1024, out.strip()
 
 
 def main() -> None:

@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
-import time
 import zipfile
 from pathlib import Path
 
 from rolloutlab import synth
+
+from common import run_child
 
 
 WORDS = ("revenue net income margin fiscal quarter report filed segment growth operating cash flow "
@@ -70,16 +69,6 @@ def write_eval(path: Path, n: int) -> None:
         zf.writestr("header.json", json.dumps(header))
 
 
-def timed(code: str, *args: str) -> tuple[float, float, str]:
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit(f"child failed: {code}")
-    return time.perf_counter() - t0, usage.ru_maxrss / 1024, out.strip()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=10_000)
@@ -91,13 +80,13 @@ def main() -> None:
         write_eval(path, args.samples)
     db = args.out / "inspect.duckdb"
     db.unlink(missing_ok=True)
-    rows = {"rolloutlab ingest (complete)": timed(
+    rows = {"rolloutlab ingest (complete)": run_child(
         "import sys, rolloutlab as rl; c = rl.connect(sys.argv[2]); r = rl.ingest(c, sys.argv[1], progress=False);"
         "print(int(r.loaded.sum()), c.execute('SELECT count(*) FROM tool_calls').fetchone()[0],"
         " c.execute('SELECT count(*) FROM messages').fetchone()[0])", str(path), str(db))}
     try:
         import inspect_ai  # noqa: F401
-        rows["inspect_ai samples_df()"] = timed(
+        rows["inspect_ai samples_df()"] = run_child(
             "import sys; from inspect_ai.analysis import samples_df; print(len(samples_df(sys.argv[1])))", str(path))
     except ImportError:
         pass

@@ -10,21 +10,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 from pathlib import Path
 
 import rolloutlab as rl
 from rolloutlab import synth
 
-
-def best_of(fn, repeat=3) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from common import best_of
 
 
 def main() -> None:
@@ -39,6 +30,7 @@ def main() -> None:
         con = rl.connect(db)
         rl.ingest(con, path, progress=False)
         con.close()
+    rl.connect(db).close()  # upgrades a database an older rolloutlab wrote
     con = rl.connect(db, read_only=True)
     n, calls = con.execute("SELECT count(*), sum(n_tool_calls) FROM rollouts").fetchone()
     timings = {

@@ -127,13 +127,9 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from . import catalog, store
+    from . import catalog
 
-    con = store.connect(args.db, read_only=True)
-    try:
-        df = catalog.runs(con)
-    finally:
-        con.close()
+    df = _read(args, catalog.runs)
     if args.json:
         print(df.to_json(orient="records", indent=2))
     elif df.empty:
@@ -143,19 +139,26 @@ def cmd_runs(args) -> int:
     return EXIT_OK
 
 
+def _read(args, query):
+    """Run ``query(con)`` on the database opened read-only, and close it."""
+    from . import store
+
+    con = store.connect(args.db, read_only=True)
+    try:
+        return query(con)
+    finally:
+        con.close()
+
+
 def _json_records(df) -> str:
     return df.to_json(orient="records", indent=2, double_precision=10)
 
 
 def cmd_summary(args) -> int:
-    from . import store
     from .metrics import summary
 
-    con = store.connect(args.db, read_only=True)
-    try:
-        df = summary(con, args.run, pass_threshold=args.pass_threshold, include_errors=args.include_errors)
-    finally:
-        con.close()
+    df = _read(args, lambda con: summary(con, args.run, pass_threshold=args.pass_threshold,
+                                         include_errors=args.include_errors))
     if args.json:
         print(_json_records(df))
     elif df.empty:
@@ -169,14 +172,10 @@ def cmd_summary(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from . import store
     from .readiness import check, failed
 
-    con = store.connect(args.db, read_only=True)
-    try:
-        df = check(con, args.run, pass_threshold=args.pass_threshold, tool_budget=args.tool_budget)
-    finally:
-        con.close()
+    df = _read(args, lambda con: check(con, args.run, pass_threshold=args.pass_threshold,
+                                       tool_budget=args.tool_budget))
     if args.json:
         print(_json_records(df))
     else:
@@ -206,15 +205,10 @@ def compare_json(df) -> dict:
 def cmd_compare(args) -> int:
     import json
 
-    from . import store
     from .compare import compare
 
-    con = store.connect(args.db, read_only=True)
-    try:
-        df = compare(con, args.base, args.candidate, pass_threshold=args.pass_threshold, n_boot=args.n_boot,
-                     seed=args.seed, include_errors=args.include_errors)
-    finally:
-        con.close()
+    df = _read(args, lambda con: compare(con, args.base, args.candidate, pass_threshold=args.pass_threshold,
+                                         n_boot=args.n_boot, seed=args.seed, include_errors=args.include_errors))
     if args.json:
         print(json.dumps(compare_json(df), indent=2))
         return EXIT_OK
@@ -236,14 +230,9 @@ def cmd_compare(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from . import store
     from .report import write_report
 
-    con = store.connect(args.db, read_only=True)
-    try:
-        path = write_report(con, args.base, args.candidate, args.output, n_boot=args.n_boot)
-    finally:
-        con.close()
+    path = _read(args, lambda con: write_report(con, args.base, args.candidate, args.output, n_boot=args.n_boot))
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, self-contained: open it in any browser)")
     return EXIT_OK
 

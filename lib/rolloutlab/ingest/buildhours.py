@@ -8,7 +8,7 @@ rollout (infra or model, from the error text), never a score of -1 or 0.
 from __future__ import annotations
 
 from .context import LoadContext, LoadResult
-from .convert import Item, classify_error, jsonl_records, load_items, parse_json_arguments, text_of
+from .convert import classify_error, jsonl_items, load_items, parse_json_arguments, text_of
 
 FORMAT = "buildhours"
 
@@ -88,17 +88,4 @@ def load(ctx: LoadContext) -> LoadResult:
     notes = [] if ctx.run else [f"{ctx.path}: run label '{label}' (the run folder; repeated evaluations of "
                                 "one model: pass the same --run to make them attempts of one run)"]
 
-    def items():
-        for number, rec, line, problem in jsonl_records(ctx.path):
-            loc = f"line {number}"
-            if rec is None and problem is None:
-                yield Item(loc, skip=True)
-            elif problem:
-                yield Item(loc, reason=problem, raw=line)
-            elif not isinstance(rec, dict):
-                yield Item(loc, reason="not a JSON object", raw=line)
-            else:
-                out, why = record(rec, label)
-                yield Item(f"sample {rec.get('sample_index')}", record=out, reason=why, raw=line)
-
-    return load_items(ctx, items(), notes)
+    return load_items(ctx, jsonl_items(ctx.path, lambda rec: record(rec, label)), notes)

@@ -144,3 +144,19 @@ def jsonl_records(path: Path):
                 cut = not line.endswith("\n")
                 yield number, None, line, ("invalid JSON on the last line, which has no line end: the file looks "
                                            "truncated" if cut else f"invalid JSON ({exc.msg} at column {exc.colno})")
+
+
+def jsonl_items(path: Path, convert) -> Iterable[Item]:
+    """Items of a JSONL file whose lines are mapped one by one by ``convert(record, line_no)``
+    -> (native record or None, reason or None); blank, invalid and non-object lines handled here."""
+    for number, rec, line, problem in jsonl_records(path):
+        location = f"line {number}"
+        if rec is None and problem is None:
+            yield Item(location, skip=True)
+        elif problem:
+            yield Item(location, reason=problem, raw=line)
+        elif not isinstance(rec, dict):
+            yield Item(location, reason="not a JSON object", raw=line)
+        else:
+            out, why = convert(rec)
+            yield Item(location, record=out, reason=why, raw=line)

@@ -10,7 +10,7 @@ import hashlib
 
 from .chat import convert_messages
 from .context import LoadContext, LoadResult
-from .convert import Item, jsonl_records, load_items, text_of
+from .convert import jsonl_items, load_items, text_of
 
 FORMAT = "openai-chat"
 
@@ -48,17 +48,4 @@ def record(rec: dict, label: str) -> tuple[dict | None, str | None]:
 def load(ctx: LoadContext) -> LoadResult:
     label = ctx.run or ctx.path.stem
 
-    def items():
-        for number, rec, line, problem in jsonl_records(ctx.path):
-            loc = f"line {number}"
-            if rec is None and problem is None:
-                yield Item(loc, skip=True)
-            elif problem:
-                yield Item(loc, reason=problem, raw=line)
-            elif not isinstance(rec, dict):
-                yield Item(loc, reason="not a JSON object", raw=line)
-            else:
-                out, why = record(rec, ctx.run or label)
-                yield Item(loc, record=out, reason=why, raw=line)
-
-    return load_items(ctx, items())
+    return load_items(ctx, jsonl_items(ctx.path, lambda rec: record(rec, label)))
