@@ -87,10 +87,6 @@ def test_transaction_rolls_back_on_error(con):
     assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
 
 
-def test_quote_identifier():
-    assert store.q('a"b') == '"a""b"'
-
-
 def test_version_1_is_upgraded_in_place(db_path):
     c = rl.connect(db_path)
     c.execute("DROP TABLE endpoint_events")

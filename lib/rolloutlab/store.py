@@ -173,7 +173,3 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         raise
     con.execute("COMMIT")
 
-
-def q(identifier: str) -> str:
-    """Quote an SQL identifier."""
-    return '"' + identifier.replace('"', '""') + '"'

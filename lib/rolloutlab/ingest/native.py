@@ -221,7 +221,7 @@ def insert_sql() -> list[str]:
     ok = "(SELECT * FROM _rl_rows WHERE line_no NOT IN (SELECT line_no FROM _rl_rejected))"
     return [
         f"""CREATE OR REPLACE TEMP TABLE _rl_ok AS SELECT * FROM {ok}""",
-        f"""INSERT INTO rollouts
+        """INSERT INTO rollouts
         WITH calls AS (
             SELECT line_no, count(*) AS n_calls, count(DISTINCT coalesce(turn, idx)) AS n_turns
             FROM _rl_tool_calls GROUP BY line_no),
