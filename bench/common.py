@@ -28,3 +28,37 @@ def best_of(fn, repeat: int = 3) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def machine() -> str:
+    import platform
+
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def open_read_only(db, paths):
+    """The benchmark database, ingested from ``paths`` when missing (upgraded when an older
+    rolloutlab wrote it), opened read-only as users' readers open it."""
+    import rolloutlab as rl
+
+    if not db.exists():
+        con = rl.connect(db)
+        rl.ingest(con, paths, progress=False)
+        con.close()
+    rl.connect(db).close()
+    return rl.connect(db, read_only=True)
+
+
+def print_timings(timings: dict[str, float]) -> None:
+    print("| function | seconds (best of 3, warm) |")
+    print("|---|---:|")
+    for name, seconds in timings.items():
+        print(f"| {name} | {seconds:.3f} |")
+
+
+def print_children(rows: dict[str, tuple[float, float, str]], output: str) -> None:
+    """A table of run_child results; ``output`` names the column of what each child printed."""
+    print(f"| contender | seconds | peak memory (MB) | {output} |")
+    print("|---|---:|---:|---|")
+    for name, (seconds, peak, out) in rows.items():
+        print(f"| {name} | {seconds:.2f} | {peak:,.0f} | {out} |")

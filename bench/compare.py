@@ -8,14 +8,12 @@ attempts if missing, ingests both into their own database, then times compare wa
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 from pathlib import Path
 
 import rolloutlab as rl
 from rolloutlab import synth
 
-from common import best_of
+from common import best_of, machine, open_read_only, print_timings
 
 
 def main() -> None:
@@ -26,13 +24,7 @@ def main() -> None:
     for ckpt in ("base", "step10"):
         if not (args.out / f"{ckpt}.jsonl").exists():
             synth.write_native(args.out, samples=50_000, attempts=4, checkpoints=(ckpt,), seed=1, messages=False)
-    db = args.out / "compare.duckdb"
-    if not db.exists():
-        con = rl.connect(db)
-        rl.ingest(con, [args.out / "base.jsonl", args.out / "step10.jsonl"], progress=False)
-        con.close()
-    rl.connect(db).close()  # upgrades a database an older rolloutlab wrote
-    con = rl.connect(db, read_only=True)
+    con = open_read_only(args.out / "compare.duckdb", [args.out / "base.jsonl", args.out / "step10.jsonl"])
     n = dict(con.execute("SELECT run_id, count(*) FROM rollouts GROUP BY run_id").fetchall())
     timings = {}
     for name, fn in {
@@ -42,11 +34,8 @@ def main() -> None:
         "by_step": lambda: rl.by_step(con),
     }.items():
         timings[name] = best_of(fn)
-    print(f"rollouts per run: {n}; {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}\n")
-    print("| function | seconds (best of 3, warm) |")
-    print("|---|---:|")
-    for name, seconds in timings.items():
-        print(f"| {name} | {seconds:.3f} |")
+    print(f"rollouts per run: {n}; {machine()}\n")
+    print_timings(timings)
 
 
 if __name__ == "__main__":

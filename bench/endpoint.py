@@ -9,13 +9,11 @@ process (peak memory from wait4).
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 from pathlib import Path
 
 from rolloutlab import synth
 
-from common import run_child
+from common import machine, print_children, run_child
 
 INGEST = """
 import sys, rolloutlab as rl
@@ -46,12 +44,8 @@ def main() -> None:
         db = args.out / "endpoint-native.duckdb"
         db.unlink(missing_ok=True)
         rows["native JSONL of 200,000 rollouts (bench/ingest.py's file), for scale"] = run_child(INGEST, str(db), str(native))
-    print(f"endpoint logs: {size:.0f} MB in {len(files)} files; {platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}\n")
-    print("| contender | seconds | peak memory (MB) | rollouts, tool calls |")
-    print("|---|---:|---:|---|")
-    for name, (seconds, peak, out) in rows.items():
-        print(f"| {name} | {seconds:.2f} | {peak:,.0f} | {out} |")
+    print(f"endpoint logs: {size:.0f} MB in {len(files)} files; {machine()}\n")
+    print_children(rows, "rollouts, tool calls")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rolloutlab import synth
 
-from common import run_child
+from common import print_children, run_child
 
 
 WORDS = ("revenue net income margin fiscal quarter report filed segment growth operating cash flow "
@@ -90,10 +90,7 @@ def main() -> None:
     except ImportError:
         pass
     print(f"file: {path.stat().st_size / 1e6:.0f} MB, {args.samples:,} samples\n")
-    print("| contender | seconds | peak memory (MB) | output |")
-    print("|---|---:|---:|---|")
-    for name, (seconds, peak, out) in rows.items():
-        print(f"| {name} | {seconds:.2f} | {peak:,.0f} | {out} |")
+    print_children(rows, "output")
 
 
 if __name__ == "__main__":

@@ -8,14 +8,12 @@ timed warm (after one untimed run), best of three, in one process.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 from pathlib import Path
 
 import rolloutlab as rl
 from rolloutlab import synth
 
-from common import best_of
+from common import best_of, machine, open_read_only, print_timings
 
 
 def main() -> None:
@@ -25,13 +23,7 @@ def main() -> None:
     path = args.out / "base.jsonl"
     if not path.exists():
         synth.write_native(args.out, samples=50_000, attempts=4, checkpoints=("base",), seed=1, messages=False)
-    db = args.out / "metrics.duckdb"
-    if not db.exists():
-        con = rl.connect(db)
-        rl.ingest(con, path, progress=False)
-        con.close()
-    rl.connect(db).close()  # upgrades a database an older rolloutlab wrote
-    con = rl.connect(db, read_only=True)
+    con = open_read_only(args.out / "metrics.duckdb", [path])
     n, calls = con.execute("SELECT count(*), sum(n_tool_calls) FROM rollouts").fetchone()
     timings = {
         "summary": best_of(lambda: rl.summary(con, "base")),
@@ -40,12 +32,8 @@ def main() -> None:
         "signal_plan": best_of(lambda: rl.signal_plan(con, "base")),
         "latency (1,000 + 200 per tool bootstrap resamples)": best_of(lambda: rl.latency(con, "base"), repeat=1),
     }
-    print(f"{n:,} rollouts, {calls:,} tool calls; {platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}\n")
-    print("| function | seconds (best of 3, warm) |")
-    print("|---|---:|")
-    for name, seconds in timings.items():
-        print(f"| {name} | {seconds:.3f} |")
+    print(f"{n:,} rollouts, {calls:,} tool calls; {machine()}\n")
+    print_timings(timings)
 
 
 if __name__ == "__main__":

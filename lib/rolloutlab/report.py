@@ -3,7 +3,6 @@ external requests) with the same content as notebook 06-report, built from the s
 Every string from the logs is HTML-escaped; figures get escaped text from plots.interactive."""
 from __future__ import annotations
 
-import html
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,6 +15,7 @@ from . import __version__ as VERSION, config
 from .compare import by_step, compare, distribution_shift, sample_deltas
 from .metrics import latency, latency_ecdf, sample_stats, summary
 from .readiness import check
+from .widgets import esc as _e
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:24px auto;padding:0 16px;color:#222}
@@ -24,12 +24,6 @@ h1{margin-bottom:0}.sub{color:#666;margin-top:4px}.cards{display:flex;flex-wrap:
 .card .d{color:#555;font-size:13px}table{border-collapse:collapse;font-size:13px}td,th{border-bottom:1px solid #e5e5e5;padding:3px 8px;text-align:left}
 .note{color:#555;font-size:13px}section{margin-top:28px}
 """
-
-
-def _e(value) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return ""
-    return html.escape(str(value))
 
 
 def _table(df: pd.DataFrame, floats: str = "{:.4g}") -> str:

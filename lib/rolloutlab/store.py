@@ -173,3 +173,12 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         raise
     con.execute("COMMIT")
 
+
+
+_PARAM = re.compile(r"\$([A-Za-z_]\w*)")
+
+
+def run_sql(con: duckdb.DuckDBPyConnection, sql: str, values: dict) -> duckdb.DuckDBPyConnection:
+    """Execute with the named parameters the SQL uses (DuckDB refuses unused ones)."""
+    used = set(_PARAM.findall(sql))
+    return con.execute(sql, {k: v for k, v in values.items() if k in used} or None)

@@ -7,6 +7,7 @@ rejected ones, all in SQL.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -64,18 +65,34 @@ def encoding_rejects_sql() -> str:
     """
 
 
-def stage_lines(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+@dataclass(frozen=True)
+class Staged:
+    n_records: int  # non-blank lines, decodable or not
+    cut_line: int | None  # the last line when the file does not end with a line end
+
+    def truncated_sql(self) -> str:
+        """A CASE branch that explains a last line that does not parse because it was cut off
+        (``r`` is the line's parse, NULL when invalid); empty when the file ends cleanly."""
+        if self.cut_line is None:
+            return ""
+        return (f"WHEN r IS NULL AND line_no = {int(self.cut_line)} THEN 'invalid JSON on the last line, which "
+                "has no line end: the file looks truncated (was the writer stopped mid-write?)'")
+
+
+def stage_lines(con: duckdb.DuckDBPyConnection, path: Path) -> Staged:
     """Make ``_rl_lines(line_no, line)`` (blank lines skipped) and stage undecodable lines."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_REJECTS} (line_no BIGINT, raw VARCHAR, reason VARCHAR)")
     drop_lines(con)
     if path.stat().st_size == 0:
         con.execute("CREATE TEMP TABLE _rl_raw (line VARCHAR)")
         con.execute(number_lines_sql(False))
-        return
+        return Staged(0, None)
     con.execute(read_lines_sql(), {"path": str(path)})
-    n_bad = con.execute("SELECT count(*) FROM _rl_csv_rejects").fetchone()[0]
+    n_bad = con.execute("SELECT count(*) FROM _rl_csv_rejects").fetchall()[0][0]
     con.execute(number_lines_sql(n_bad > 0))
     con.execute(encoding_rejects_sql())
+    n_lines, last = con.execute(f"SELECT count(*), max(line_no) FROM {LINES_TABLE}").fetchall()[0]
+    return Staged(n_lines + n_bad, None if ends_with_newline(path) else last)
 
 
 def drop_lines(con: duckdb.DuckDBPyConnection) -> None:

@@ -8,9 +8,10 @@ first problem, or none; the lines without a reason are inserted.
 from __future__ import annotations
 
 from .. import store
+from ..store import run_sql
 from .context import LoadContext, LoadResult
 from .fields import Field, first_problem_sql, lit, required_checks, struct_type, type_checks
-from .lines import LINES_TABLE, STAGED_REJECTS, drop_lines, ends_with_newline, stage_lines
+from .lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, stage_lines
 
 FORMAT = "native"
 FORMAT_VERSION = 1
@@ -139,11 +140,9 @@ def grade_values() -> dict[str, str]:
     return v
 
 
-def rows_sql(has_run_override: bool, truncated_last_line: int | None) -> str:
+def rows_sql(has_run_override: bool, staged: Staged) -> str:
     """One row per record: typed top-level values and its reject reason (NULL when it loads)."""
-    truncated = (f"WHEN r IS NULL AND line_no = {int(truncated_last_line)} THEN "
-                 "'invalid JSON on the last line, which has no line end: the file looks truncated "
-                 "(was the writer stopped mid-write?)'" if truncated_last_line else "")
+    truncated = staged.truncated_sql()
     checks = type_checks(ROLLOUT_FIELDS, "r") + type_checks(USAGE_FIELDS, "r.usage", "'usage.'")
     if not has_run_override:
         checks.append(("r.run IS NULL", "'missing required field ''run'' (or pass --run LABEL)'"))
@@ -262,12 +261,8 @@ STAGING = ("_rl_tool_calls", "_rl_grades", "_rl_messages", "_rl_rows", "_rl_reje
 
 def load(ctx: LoadContext) -> LoadResult:
     con = ctx.con
-    stage_lines(con, ctx.path)
-    n_records = con.execute(f"SELECT count(*) FROM {LINES_TABLE}").fetchone()[0]
-    n_records += con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchone()[0]
-    last = None if ends_with_newline(ctx.path) else \
-        con.execute(f"SELECT max(line_no) FROM {LINES_TABLE}").fetchone()[0]
-    con.execute(rows_sql(ctx.run is not None, last),
+    staged = stage_lines(con, ctx.path)
+    con.execute(rows_sql(ctx.run is not None, staged),
                 {"id_prefix": ctx.id_prefix, "run": ctx.run, "step": ctx.step, "split": ctx.split})
     con.execute(items_sql("tool_calls", tool_call_values()))
     con.execute(items_sql("grades", grade_values()))
@@ -276,9 +271,9 @@ def load(ctx: LoadContext) -> LoadResult:
     con.execute(f"""INSERT INTO {STAGED_REJECTS}
         SELECT j.line_no, l.line, j.reason FROM _rl_rejected j JOIN {LINES_TABLE} l USING (line_no)""")
     for sql in insert_sql():
-        con.execute(sql, {"source_id": ctx.source_id} if "$source_id" in sql else None)
+        run_sql(con, sql, {"source_id": ctx.source_id})
     for table in STAGING:
         con.execute(f"DROP TABLE IF EXISTS {table}")
     drop_lines(con)
-    n_rejected = con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchone()[0]
-    return LoadResult(n_records=n_records, n_rejected=n_rejected)
+    n_rejected = con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchall()[0][0]
+    return LoadResult(n_records=staged.n_records, n_rejected=n_rejected)

@@ -8,10 +8,11 @@ them. Everything is SQL.
 from __future__ import annotations
 
 from .. import store
+from ..store import run_sql
 from .context import LoadContext, LoadResult
 from .convert import INFRA_MARKERS
 from .fields import Field, first_problem_sql, lit, struct_type, type_checks
-from .lines import LINES_TABLE, STAGED_REJECTS, drop_lines, ends_with_newline, stage_lines
+from .lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, stage_lines
 
 FORMAT = "rft-endpoint"
 KINDS = ("tool", "grade", "sample")
@@ -55,11 +56,9 @@ def _v(name: str) -> str:
     return field.value_sql(f'r."{name}"')
 
 
-def events_sql(has_run_override: bool, truncated_last_line: int | None) -> str:
+def events_sql(has_run_override: bool, staged: Staged) -> str:
     """Parse, classify and check every line: (line_no, reason, kind, typed fields)."""
-    truncated = (f"WHEN r IS NULL AND line_no = {int(truncated_last_line)} THEN 'invalid JSON on the last line, "
-                 "which has no line end: the file looks truncated (was the writer stopped mid-write?)'"
-                 if truncated_last_line else "")
+    truncated = staged.truncated_sql()
     kind = (f"coalesce({_v('event')}, CASE WHEN r.tool IS NOT NULL THEN 'tool' "
             "WHEN r.score IS NOT NULL OR r.grades IS NOT NULL THEN 'grade' "
             "WHEN r.rollout_id IS NULL AND r.sample_id IS NOT NULL THEN 'sample' END)")
@@ -215,12 +214,8 @@ def assemble_sql() -> list[str]:
 
 def load(ctx: LoadContext) -> LoadResult:
     con = ctx.con
-    stage_lines(con, ctx.path)
-    n_records = con.execute(f"SELECT count(*) FROM {LINES_TABLE}").fetchall()[0][0]
-    n_records += con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchall()[0][0]
-    last = None if ends_with_newline(ctx.path) else \
-        con.execute(f"SELECT max(line_no) FROM {LINES_TABLE}").fetchall()[0][0]
-    con.execute(events_sql(ctx.run is not None, last))
+    staged = stage_lines(con, ctx.path)
+    con.execute(events_sql(ctx.run is not None, staged))
     p = {"sid": ctx.source_id}
     con.execute(f"CREATE OR REPLACE TEMP TABLE _rl_conflicts AS {conflicts_sql()}", p)
     con.execute(f"""INSERT INTO {STAGED_REJECTS}
@@ -232,10 +227,9 @@ def load(ctx: LoadContext) -> LoadResult:
         SELECT $sid, line_no, kind, {columns} FROM _rl_ev
         WHERE reason IS NULL AND line_no NOT IN (SELECT line_no FROM _rl_conflicts)""", {"sid": ctx.source_id})
     for sql in assemble_sql():
-        used = {k: v for k, v in {"sid": ctx.source_id, "run": ctx.run}.items() if f"${k}" in sql}
-        con.execute(sql, used or None)
+        run_sql(con, sql, {"sid": ctx.source_id, "run": ctx.run})
     for table in ("_rl_ev", "_rl_conflicts", "_rl_affected", "_rl_calls", "_rl_grade"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     n_rejected = con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchall()[0][0]
     drop_lines(con)
-    return LoadResult(n_records=n_records, n_rejected=n_rejected)
+    return LoadResult(n_records=staged.n_records, n_rejected=n_rejected)

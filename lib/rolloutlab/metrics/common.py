@@ -6,12 +6,12 @@ back in with score 0. A rollout without a score otherwise (model_error, truncate
 """
 from __future__ import annotations
 
-import re
 from typing import Iterable
 
 import duckdb
 
 from .. import config
+from ..store import run_sql  # noqa: F401  (the metrics modules import it from here)
 
 EXCLUDED_STATUSES = ("infra_error", "ungraded")
 
@@ -60,11 +60,3 @@ def params(runs: list[str], include_errors: bool = False, **extra) -> dict:
 def threshold(value: float | None) -> float:
     return config.PASS_THRESHOLD if value is None else float(value)
 
-
-_PARAM = re.compile(r"\$([A-Za-z_]\w*)")
-
-
-def run_sql(con: duckdb.DuckDBPyConnection, sql: str, values: dict) -> duckdb.DuckDBPyConnection:
-    """Execute with the named parameters the SQL uses (DuckDB refuses unused ones)."""
-    used = set(_PARAM.findall(sql))
-    return con.execute(sql, {k: v for k, v in values.items() if k in used})
