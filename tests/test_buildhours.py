@@ -39,8 +39,9 @@ def test_rejects_name_the_line(con):
     rl.ingest(con, PATH)
     reasons = dict(con.execute("SELECT line_no, reason FROM rejects").fetchall())
     assert reasons[4].startswith("line 4: invalid JSON")
-    assert reasons[6] == "line 6: missing sample_index"
-    assert reasons[7] == "line 7: metrics has no numeric grade: {'reward': 'high'}"
+    assert reasons[6] == "line 6: missing required field 'sample_index'"
+    assert reasons[7] == ("line 7: field 'metrics.reward' must be a number (or null for a grader that failed), "
+                          'got "high"')
 
 
 def test_summary_excludes_the_errored_rollouts(con):

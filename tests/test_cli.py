@@ -22,6 +22,41 @@ def test_ingest_prints_counts_and_first_reasons(db_path, capsys):
     assert "unchanged" in capsys.readouterr().out
 
 
+def test_rejects_command(db_path, capsys):
+    assert main(["ingest", BAD, "--db", str(db_path)]) == 0
+    assert "rolloutlab rejects --source 1 --limit 0" in capsys.readouterr().out
+    assert main(["rejects", "--db", str(db_path), "--limit", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"{FIXTURES / 'native' / 'bad.jsonl'}:2: field 'score' must be a number, got string \"abc\"",
+                   f"{FIXTURES / 'native' / 'bad.jsonl'}:3: invalid JSON: fix the line or remove it",
+                   f"{FIXTURES / 'native' / 'bad.jsonl'}:4: missing required field 'run' (or pass --run LABEL)",
+                   "(first 3; --limit 0 for all)"]
+    assert main(["rejects", "--db", str(db_path), "--run", "base", "--json", "--limit", "0"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 15 and rows[-1]["line_no"] == 18
+    assert main(["rejects", "--db", str(db_path), "--run", "nope"]) == 2
+    assert "run 'nope' not found" in capsys.readouterr().err
+
+
+def test_a_loader_defect_is_no_traceback(db_path, capsys, monkeypatch):
+    """A file that breaks a loader: exit 1, the file named, what to do; nothing written."""
+    from rolloutlab.ingest import native
+
+    assert main(["ingest", GOOD, "--db", str(db_path)]) == 0
+    capsys.readouterr()
+
+    def broken(ctx):
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(native, "load", broken)
+    assert main(["ingest", BAD, "--db", str(db_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{BAD}: could not be loaded (KeyError: 'surprise')" in err and "rolled back" in err
+    assert "Traceback" not in err
+    assert main(["runs", "--db", str(db_path), "--json"]) == 0
+    assert sum(r["rollouts"] for r in json.loads(capsys.readouterr().out)) == 4
+
+
 def test_ingest_exits_non_zero_when_nothing_loads(db_path, tmp_path, capsys):
     junk = tmp_path / "junk.jsonl"
     junk.write_text("not json\n{also not\n")

@@ -134,8 +134,20 @@ def test_by_step_orders_runs(load, con):
     records = [rollout("step20", "a", 1.0, step=20), rollout("base", "a", 0.0), rollout("step5", "a", 0.5, step=5)]
     load(records)
     df = rl.by_step(con)
-    assert df[["run", "step", "mean_score"]].values.tolist() == [["base", 0, 0.0], ["step5", 5, 0.5],
-                                                                 ["step20", 20, 1.0]]
+    assert df[["run", "split", "step", "step_known", "mean_score"]].values.tolist() == [
+        ["base", "(no split)", 0, False, 0.0], ["step5", "(no split)", 5, True, 0.5],
+        ["step20", "(no split)", 20, True, 1.0]]
+
+
+def test_by_step_keeps_train_and_valid_apart(load, con):
+    load([rollout("base", "v1", 0.0, split="valid"), rollout("step10", "v1", 1.0, step=10, split="valid"),
+          rollout("train-step0", "t1", 0.25, step=0, split="train"),
+          rollout("train-step10", "t1", 0.75, step=10, split="train")])
+    df = rl.by_step(con)
+    assert df[["split", "step", "run", "step_known", "mean_score"]].values.tolist() == [
+        ["train", 0, "train-step0", True, 0.25], ["train", 10, "train-step10", True, 0.75],
+        ["valid", 0, "base", False, 0.0], ["valid", 10, "step10", True, 1.0]]
+    assert not df.duplicated(["split", "step"]).any()
 
 
 def test_real_tau2_sft_win_tie_loss(real_dir, load, con):

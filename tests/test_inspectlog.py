@@ -80,7 +80,7 @@ def test_unreadable_scores_and_truncated_json(real_dir, con, tmp_path):
     result = rl.ingest(con, bad)
     assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [3, 2, 1]
     assert con.execute("SELECT reason FROM rejects").fetchone()[0] == (
-        "sample 2 epoch 1: scores that are neither letters (C, P, I, N) nor numbers: match='maybe'")
+        "sample 2 epoch 1: scores that are neither letters (C, P, I, N) nor numbers: match=\"maybe\"")
     text = json.dumps(log, indent=1)
     cut = tmp_path / "cut.json"
     cut.write_text(text[: text.index('"reductions"') - 200] if '"reductions"' in text else text[:-500])

@@ -106,7 +106,7 @@ EXPECTED_REJECTS = {
     13: "field 'started_at' must be an ISO-8601 timestamp string, got string \"yesterday\"",
     14: "field 'tool_calls' must be a JSON array, got object {\"tool\":\"search\"}",
     15: "field 'usage.input_tokens' must be an integer, got string \"many\"",
-    17: "missing required field 'grades[0].score'",
+    17: "field 'grades[0].score' must be a number, got string \"high\"",
     18: "invalid JSON on the last line, which has no line end: the file looks truncated "
         "(was the writer stopped mid-write?)",
 }

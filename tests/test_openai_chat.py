@@ -17,6 +17,6 @@ def test_transcripts(con):
     assert rows[1][0] == "chats" and rows[1][1].startswith("prompt:") and rows[1][2:] == (0.0, 0, 0, "no idea")
     assert con.execute("SELECT list(output_chars ORDER BY call_idx) FROM tool_calls").fetchone()[0] == [10, 3]
     reasons = dict(con.execute("SELECT line_no, reason FROM rejects").fetchall())
-    assert reasons == {3: "line 3: 'score' must be a number, got 'great'",
+    assert reasons == {3: 'line 3: field \'score\' must be a number, got string "great"',
                        4: "line 4: missing 'messages' (a list of chat messages)"}
     assert con.execute("SELECT count(*) FROM messages").fetchone()[0] == 6 + 2

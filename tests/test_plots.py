@@ -96,13 +96,24 @@ def test_forest_and_latency():
 
 
 def test_training_curves_and_scatter():
-    by_step = pd.DataFrame({"run": ["base", "s10"], "step": [0, 10], "mean_score": [0.5, 0.7], "pass_at_1": [0.4, 0.6],
-                            "tool_calls_mean": [8, 3], "long_tail_share": [0.05, 0.0], "latency_p95": [40, 11],
-                            "input_tokens_mean": [4e4, 6e3]})
+    by_step = pd.DataFrame({"run": ["base", "s10", "t0", "t10"], "split": ["valid", "valid", "train", "train"],
+                            "step": [0, 10, 0, 10], "step_known": [False, True, True, True],
+                            "mean_score": [0.5, 0.7, 0.4, 0.9], "pass_at_1": [0.4, 0.6, 0.3, 0.8],
+                            "tool_calls_mean": [8, 3, 9, 4], "long_tail_share": [0.05, 0.0, 0.1, 0.0],
+                            "latency_p95": [40, 11, 45, 12], "input_tokens_mean": [4e4, 6e3, 5e4, 7e3]})
     fig = ps.training_curves(by_step)
     assert [ax.get_title() for ax in fig.axes] == ["mean score", "pass@1", "tool calls per rollout",
                                                     "share > 15 calls", "P95 latency (s)", "input tokens per rollout"]
-    assert len(pi.training_curves(by_step).data) == 6
+    # one line per split (plus the hollow marker of the step-less base), never one zig-zag through both
+    lines = [(ln.get_label(), list(ln.get_xdata()), list(ln.get_ydata())) for ln in fig.axes[0].lines
+             if ln.get_linestyle() != "None"]
+    assert lines == [("valid", [0, 10], [0.5, 0.7]), ("train", [0, 10], [0.4, 0.9])]
+    hollow = [ln for ln in fig.axes[0].lines if ln.get_linestyle() == "None"]
+    assert [list(ln.get_xdata()) for ln in hollow] == [[0], []]
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["valid", "train"]
+    traces = pi.training_curves(by_step).data
+    assert len(traces) == 12 and [t.name for t in traces if t.showlegend] == ["valid", "train"]
+    assert list(traces[0].x) == [0, 10] and list(traces[0].marker.symbol) == ["circle-open", "circle"]
     rollouts = pd.DataFrame({"run": ["b", "c"], "sample_id": ["s1", "s1"], "attempt": [0, 0], "score": [1.0, 0.0],
                              "n_tool_calls": [3, 1], "latency_s": [2.0, 1.0]})
     assert len(ps.latency_vs_score(rollouts).axes[0].collections) == 2

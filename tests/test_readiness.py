@@ -51,7 +51,8 @@ def test_healthy_run_passes(run_checks):
     got = dict(zip(df.check, df.status))
     assert got == {
         "baseline_nonzero": "pass", "attempts_per_sample": "pass", "signal_share": "pass", "saturation": "pass",
-        "reward_granularity": "pass", "infra_errors": "pass", "ungraded": "pass", "grader_consistency": "pass",
+        "reward_granularity": "pass", "infra_errors": "pass", "ungraded": "pass", "rejected_records": "pass",
+        "grader_consistency": "pass",
         "suspicious_scores": "pass", "tool_output_size": "pass", "long_tail": "pass", "tool_budget": "skip",
         "dataset_size": "pass", "split_leakage": "skip", "split_shift": "skip"}
     assert df.set_index("check").loc["signal_share", "value"] == pytest.approx(0.3)
@@ -182,3 +183,35 @@ def test_values_serialize_to_json(run_checks):
     df = run_checks(dataset())
     rows = json.loads(df.to_json(orient="records"))
     assert rows[0]["check"] == "baseline_nonzero" and rows[0]["status"] == "pass"
+
+
+def test_failed_graders_fail_the_infra_check(con, tmp_path):
+    """The issue's case: 10% of rollouts had a grader that never answered. They load (never
+    rejected), count as infra errors, and the check fails instead of passing on the rest."""
+    records = dataset(n=100, attempts=1)
+    for r in records[:10]:  # no status given: the failed grade makes it an infra_error
+        r.pop("score"), r.pop("status")
+        r["grades"] = [{"grader": "answer", "score": None, "error": "grader timed out"}]
+    for r in records[10:20]:  # an explicit status is kept
+        r["status"], r["grades"] = "infra_error", [{"grader": "answer", "score": None}]
+        r.pop("score")
+    path = tmp_path / "graded.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert rl.ingest(con, path).loc[0, ["loaded", "rejected"]].tolist() == [100, 0]
+    row = rl.check(con, "h").set_index("check").loc["infra_errors"]
+    assert (row.status, row.value) == ("fail", pytest.approx(0.20))
+    assert status(rl.check(con, "h"), "rejected_records") == "pass"
+
+
+@pytest.mark.parametrize("bad, expected", [(0, "pass"), (1, "warn"), (6, "fail")])
+def test_rejected_records(con, tmp_path, bad, expected):
+    good = [json.dumps(r) for r in dataset(n=94, attempts=1)]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(good + ['{"run": "h", "sample_id": "x", "score": "high"}'] * bad) + "\n")
+    rl.ingest(con, path)
+    row = rl.check(con, "h").set_index("check").loc["rejected_records"]
+    assert row.status == expected
+    assert row.value == pytest.approx(bad / (94 + bad))
+    if bad:
+        assert "rolloutlab rejects --run h" in row.advice and "mixed.jsonl" in row.details
+        assert len(rl.rejects(con, run="h")) == bad and len(rl.rejects(con, run="h", limit=1)) == 1

@@ -33,7 +33,7 @@ def check_assembled(con):
     # r2: a 504 -> infra_error, the raw error kept, scored 0 but excluded from statistics
     assert got["r2"][4:7] == ("infra_error", 0.0, 1) and got["r2"][9] == "search: upstream timeout"
     # r3: tool events, no grade event -> ungraded, attributed to the file set's run
-    assert got["r3"][0:2] == ("train", "(unknown)") and got["r3"][4] == "ungraded" and got["r3"][5] is None
+    assert got["r3"][0:2] == ("train", None) and got["r3"][4] == "ungraded" and got["r3"][5] is None
     # r4: a grade event without tool events, latency from its explicit started_at
     assert got["r4"][2:8] == (datetime(2025, 12, 9, 12, 59), 60.0, "ok", 1.0, 0, 0)
     # r6: a 404 is the model's fault

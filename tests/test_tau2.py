@@ -77,13 +77,19 @@ def sim(task, reward=1.0, termination="user_stop", **extra):
 
 def test_statuses_and_a_simulation_without_reward_info(con, tmp_path):
     path = _tiny(tmp_path, [sim("1"), sim("2", reward=None), sim("3", 0.0, "max_steps"),
-                            sim("4", 0.0, "too_many_errors")])
+                            sim("4", 0.0, "too_many_errors"), sim("5", 0.0, "infrastructure_error"),
+                            sim("6", None, "user_error"), sim("7", 0.0, "agent_error")])
     result = rl.ingest(con, path)
-    assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [4, 3, 1]
-    assert con.execute("SELECT reason FROM rejects").fetchone()[0] == \
-        "simulation 1 (task 2, trial 0): no reward_info.reward: the simulation was never graded"
-    statuses = dict(con.execute("SELECT sample_id, status FROM rollouts").fetchall())
-    assert statuses == {"air:1": "ok", "air:3": "truncated", "air:4": "truncated"}
+    # a simulation that was never graded is loaded and counted (ungraded), never rejected
+    assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [7, 7, 0]
+    rows = {s: (st, score, stop) for s, st, score, stop in
+            con.execute("SELECT sample_id, status, score, stop_reason FROM rollouts").fetchall()}
+    assert rows == {"air:1": ("ok", 1.0, "user_stop"), "air:2": ("ungraded", None, "user_stop"),
+                    "air:3": ("truncated", 0.0, "max_steps"), "air:4": ("truncated", 0.0, "too_many_errors"),
+                    "air:5": ("infra_error", 0.0, "infrastructure_error"),
+                    "air:6": ("infra_error", None, "user_error"), "air:7": ("model_error", 0.0, "agent_error")}
+    s = rl.summary(con).iloc[0]
+    assert (s.n_infra_error, s.n_ungraded, s.n_excluded, s.rollouts_used) == (2, 1, 3, 4)
 
 
 def test_no_simulations_is_not_an_error(con, tmp_path):

@@ -72,6 +72,6 @@ def test_bad_records_are_rejected_with_their_location(con, tmp_path):
     result = rl.ingest(con, path, format="tau-bench")
     assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [4, 1, 3]
     reasons = dict(con.execute("SELECT line_no, reason FROM rejects").fetchall())
-    assert reasons == {2: "record 1 (task 2, trial 0): reward must be a number, got 'high'",
-                       3: "record 2 (task None, trial 1): missing task_id",
+    assert reasons == {2: "record 1 (task 2, trial 0): field 'reward' must be a number, got string \"high\"",
+                       3: "record 2 (task None, trial 1): missing required field 'task_id'",
                        4: "record 3: not a JSON object"}

@@ -1,6 +1,6 @@
 """rolloutlab: a Jupyter workbench for Agent RFT rollout logs, backed by DuckDB."""
 from .catalog import rejects, runs, sources
-from .ingest import IngestError, detect_format, ingest
+from .ingest import IngestError, IngestFailed, detect_format, ingest
 from .metrics import (UnknownRunError, latency, latency_ecdf, rollout_table, sample_stats, signal_plan, summary,
                       tool_pairs, tool_stats)
 from .readiness import check
@@ -25,7 +25,7 @@ def __getattr__(name):
 
 __all__ = [
     "connect", "transaction", "StoreError", "DatabaseLockedError", "SchemaVersionError",
-    "ingest", "detect_format", "IngestError",
+    "ingest", "detect_format", "IngestError", "IngestFailed",
     "runs", "sources", "rejects",
     "summary", "sample_stats", "signal_plan", "tool_stats", "tool_pairs", "latency", "latency_ecdf",
     "rollout_table", "UnknownRunError",

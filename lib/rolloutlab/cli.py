@@ -31,6 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("rejects", help="records that did not load: file, line, reason")
+    _add_db(p)
+    p.add_argument("--run", help="only the files that loaded this run")
+    p.add_argument("--source", type=int, help="only this file (its source_id, from `rolloutlab ingest`)")
+    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50; 0 for all)")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("summary", help="per-run scores, signal, pass@k, tool use, latency, tokens")
     _add_db(p)
     p.add_argument("--run", action="append", help="run label (repeat for several; default: all)")
@@ -101,7 +108,7 @@ def _ingest_report(result) -> None:
         for reason in row.reasons:
             print(f"    {reason}")
         if row.rejected > len(row.reasons):
-            print(f"    ... see all with: SELECT * FROM rejects WHERE source_id = {row.source_id}")
+            print(f"    ... see all with: rolloutlab rejects --source {row.source_id} --limit 0")
 
 
 def cmd_ingest(args) -> int:
@@ -136,6 +143,28 @@ def cmd_runs(args) -> int:
         print("no runs loaded yet: rolloutlab ingest PATH")
     else:
         _print_table(df)
+    return EXIT_OK
+
+
+def cmd_rejects(args) -> int:
+    from . import catalog
+    from .metrics import resolve_runs
+
+    def query(con):
+        if args.run:
+            resolve_runs(con, args.run)  # an unknown run: the error lists the loaded ones
+        return catalog.rejects(con, source_id=args.source, run=args.run, limit=args.limit or None)
+
+    df = _read(args, query)
+    if args.json:
+        print(df.to_json(orient="records", indent=2))
+    elif df.empty:
+        print("no rejected records")
+    else:
+        for row in df.itertuples():
+            print(f"{row.path}:{row.line_no}: {row.reason}")
+        if args.limit and len(df) == args.limit:
+            print(f"(first {args.limit}; --limit 0 for all)")
     return EXIT_OK
 
 
@@ -290,21 +319,33 @@ def cmd_demo(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"ingest": cmd_ingest, "runs": cmd_runs, "summary": cmd_summary, "check": cmd_check,
+COMMANDS = {"ingest": cmd_ingest, "runs": cmd_runs, "rejects": cmd_rejects, "summary": cmd_summary, "check": cmd_check,
             "compare": cmd_compare, "report": cmd_report,
             "synth": cmd_synth, "demo": cmd_demo}
 
 
 def main(argv: list[str] | None = None) -> int:
+    import os
+
     from .store import StoreError
-    from .ingest import IngestError
+    from .ingest import IngestError, IngestFailed
 
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
+    except IngestFailed as exc:
+        print(f"rolloutlab {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except (StoreError, IngestError, ValueError) as exc:  # UnknownRunError is a ValueError
         print(f"rolloutlab {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except Exception as exc:
+        if os.environ.get(config.DEBUG_ENV_VAR):
+            raise
+        print(f"rolloutlab {args.command}: unexpected error ({type(exc).__name__}: {exc}). This is a defect "
+              f"of rolloutlab: run again with {config.DEBUG_ENV_VAR}=1 for the traceback and report it.",
+              file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

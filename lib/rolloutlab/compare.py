@@ -57,10 +57,10 @@ def per_sample_sql() -> str:
                    FILTER (WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL) AS tokens,
                count(*) FILTER (WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL) AS n_tokens,
                sum(cost_usd) AS cost, count(cost_usd) AS n_cost
-        FROM ({included_sql()}) GROUP BY run_id, sample_id),
+        FROM ({included_sql()}) WHERE sample_id IS NOT NULL GROUP BY run_id, sample_id),
     everything AS (
         SELECT run_id, sample_id, count(*) FILTER (WHERE status = 'infra_error') AS infra, count(*) AS total
-        FROM ({selected_sql()}) GROUP BY run_id, sample_id),
+        FROM ({selected_sql()}) WHERE sample_id IS NOT NULL GROUP BY run_id, sample_id),
     per_run AS (
         SELECT e.run_id, e.sample_id, c.* EXCLUDE (run_id, sample_id), e.infra, e.total
         FROM everything e LEFT JOIN counted c USING (run_id, sample_id))
@@ -80,7 +80,7 @@ def latency_values_sql() -> str:
     WITH inc AS ({included_sql()}),
     shared AS (
         SELECT sample_id, row_number() OVER (ORDER BY sample_id) - 1 AS code
-        FROM inc GROUP BY sample_id HAVING count(DISTINCT run_id) = 2)
+        FROM inc WHERE sample_id IS NOT NULL GROUP BY sample_id HAVING count(DISTINCT run_id) = 2)
     SELECT run_id = $candidate AS is_candidate, latency_s, code
     FROM inc JOIN shared USING (sample_id) WHERE latency_s IS NOT NULL
     """
@@ -173,7 +173,7 @@ def sample_deltas_sql() -> str:
     WITH per AS (
         SELECT run_id, sample_id, count(*) AS attempts, avg(s) AS score, avg(n_tool_calls) AS tool_calls,
                avg(latency_s) AS latency_s
-        FROM ({included_sql()}) GROUP BY run_id, sample_id)
+        FROM ({included_sql()}) WHERE sample_id IS NOT NULL GROUP BY run_id, sample_id)
     SELECT b.sample_id, b.attempts AS base_attempts, c.attempts AS candidate_attempts,
            b.score AS base_score, c.score AS candidate_score, c.score - b.score AS score_diff,
            b.tool_calls AS base_tool_calls, c.tool_calls AS candidate_tool_calls,
@@ -264,17 +264,23 @@ def shift_test(con: duckdb.DuckDBPyConnection, base: str, candidate: str, metric
                           "ks_p_value": ks.pvalue, "mannwhitney_u": mw.statistic, "mannwhitney_p_value": mw.pvalue}])
 
 
-BY_STEP_COLUMNS = ["run", "step", "rollouts", "samples", "mean_score", "pass_at_1", "best_of_n", "signal_share",
+NO_SPLIT = "(no split)"
+BY_STEP_COLUMNS = ["run", "split", "step", "step_known", "rollouts", "samples", "mean_score", "pass_at_1", "best_of_n", "signal_share",
                    "tool_calls_mean", "long_tail_share", "turns_mean", "latency_p95", "input_tokens_mean",
                    "output_tokens_mean", "n_excluded"]
 
 
 def by_step(con: duckdb.DuckDBPyConnection, runs=None, pass_threshold: float | None = None,
             include_errors: bool = False) -> pd.DataFrame:
-    """Metrics per training step, ordered by step (a step-less base run first, as step 0): the
-    curve that shows tool calls falling as accuracy rises."""
+    """Metrics per training step, one row per run, ordered by split then step: the curves that
+    show tool calls falling as accuracy rises. Train and validation runs are separate lines
+    (``split``; ``(no split)`` where a run names none), never one. A run without a step (a base
+    model) is placed at step 0 of its own split with ``step_known`` False, so figures can mark it."""
     labels = resolve_runs(con, runs)
-    steps = dict(con.execute("SELECT run_id, step FROM runs WHERE list_contains(?, run_id)", [labels]).fetchall())
+    info = {r: (step, split) for r, step, split in con.execute(
+        "SELECT run_id, step, split FROM runs WHERE list_contains(?, run_id)", [labels]).fetchall()}
     df = summary(con, labels, pass_threshold=pass_threshold, ks=(1,), include_errors=include_errors)
-    df.insert(1, "step", [0 if steps.get(r) is None else int(steps[r]) for r in df.run])
-    return df[BY_STEP_COLUMNS].sort_values(["step", "run"], kind="stable").reset_index(drop=True)
+    df["split"] = [info[r][1] or NO_SPLIT for r in df.run]
+    df["step_known"] = [info[r][0] is not None for r in df.run]
+    df["step"] = [int(info[r][0]) if info[r][0] is not None else 0 for r in df.run]
+    return df[BY_STEP_COLUMNS].sort_values(["split", "step", "run"], kind="stable").reset_index(drop=True)

@@ -13,6 +13,7 @@ NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
 NATIVE_SCHEMA = Path(__file__).resolve().parent / "schemas" / "native-rollout.schema.json"
 
 DB_ENV_VAR = "ROLLOUTLAB_DB"
+DEBUG_ENV_VAR = "ROLLOUTLAB_DEBUG"  # set: the CLI shows tracebacks of unexpected errors
 DEFAULT_DB = DATA_DIR / "rolloutlab.duckdb"
 
 # Real logs shared with the project; tests skip where absent.
@@ -34,6 +35,8 @@ CHECK_THRESHOLDS = {
     "infra_fail": 0.05,
     "ungraded_warn": 0.01,
     "ungraded_fail": 0.05,
+    "rejected_warn": 0.0,           # share of input records rejected in the files that loaded the run
+    "rejected_fail": 0.05,
     "tool_output_p95_warn": 20_000,  # characters
     "long_tail_warn": 0.05,         # share of rollouts over LONG_TAIL_CALLS calls
     "tool_budget": None,            # calls; the tool_budget check runs only when set

@@ -12,7 +12,7 @@ from typing import Callable
 import duckdb
 import pandas as pd
 
-from . import config
+from . import catalog, config
 from .metrics import scores
 from .metrics.common import included_sql, params, resolve_runs, run_sql
 
@@ -154,11 +154,40 @@ def check_ungraded(c: Context) -> dict:
                               "never reached the grader (ungraded)")
 
 
+def rejected_records_sql() -> str:
+    return f"""
+    SELECT count(*) AS files, sum(n_records) AS records, sum(n_rejected) AS rejected,
+           list(path ORDER BY n_rejected DESC, path) FILTER (WHERE n_rejected > 0) AS worst
+    FROM sources WHERE source_id IN ({catalog.run_sources_sql()})
+    """
+
+
+def check_rejected_records(c: Context) -> dict:
+    files, records, rejected, worst = run_sql(c.con, rejected_records_sql(), {"run": c.run}).fetchone()
+    warn, fail = c.t["rejected_warn"], c.t["rejected_fail"]
+    thr = f"warn above {_pct(warn)}, fail above {_pct(fail)} of the records in this run's files"
+    if not records:
+        return _row("rejected_records", "pass", 0.0, thr, "No records were rejected.")
+    share = rejected / records
+    see = (f"See them with `rolloutlab rejects --run {c.run}` (or SELECT * FROM rejects) and fix or "
+           "re-export those records")
+    if share > fail:
+        return _row("rejected_records", "fail", share, thr, f"{rejected:,} of {records:,} input records "
+                    f"({_pct(share)}) did not load, so every metric here describes a filtered subset. {see}.",
+                    f"files with rejects: {', '.join(worst[: c.t['examples']])}")
+    if share > warn:
+        return _row("rejected_records", "warn", share, thr, f"{rejected:,} of {records:,} input records "
+                    f"({_pct(share)}) did not load: the metrics leave them out. {see}.",
+                    f"files with rejects: {', '.join(worst[: c.t['examples']])}")
+    return _row("rejected_records", "pass", share, thr, f"All {records:,} input records in {files} file(s) loaded.")
+
+
 def grader_consistency_sql() -> str:
     return f"""
     SELECT sample_id, any_value(final_answer) AS answer, list(DISTINCT score ORDER BY score) AS scores
     FROM ({included_sql()})
-    WHERE final_answer IS NOT NULL AND score IS NOT NULL AND status NOT IN ('infra_error', 'ungraded')
+    WHERE final_answer IS NOT NULL AND score IS NOT NULL AND sample_id IS NOT NULL
+      AND status NOT IN ('infra_error', 'ungraded')
     GROUP BY sample_id, lower(trim(final_answer))
     HAVING count(DISTINCT score) > 1
     ORDER BY sample_id
@@ -331,7 +360,7 @@ def check_split_shift(c: Context) -> dict:
 
 CHECKS: list[Callable[[Context], dict]] = [
     check_baseline_nonzero, check_attempts, check_signal_share, check_saturation, check_reward_granularity,
-    check_infra_errors, check_ungraded, check_grader_consistency, check_suspicious_scores,
+    check_infra_errors, check_ungraded, check_rejected_records, check_grader_consistency, check_suspicious_scores,
     check_tool_output_size, check_long_tail, check_tool_budget, check_dataset_size, check_split_leakage,
     check_split_shift,
 ]

@@ -11,7 +11,7 @@ import duckdb
 
 from . import config
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 STATUSES = ("ok", "model_error", "infra_error", "truncated", "ungraded")
 
@@ -30,7 +30,7 @@ SCHEMA_DDL = [
         sample_id VARCHAR NOT NULL, split VARCHAR, prompt VARCHAR, reference VARCHAR, meta JSON,
         source_id INTEGER)""",
     """CREATE TABLE IF NOT EXISTS rollouts (
-        rollout_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, sample_id VARCHAR NOT NULL,
+        rollout_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, sample_id VARCHAR,
         attempt INTEGER, started_at TIMESTAMP, ended_at TIMESTAMP, latency_s DOUBLE,
         status VARCHAR NOT NULL, stop_reason VARCHAR, final_answer VARCHAR, score DOUBLE,
         n_turns INTEGER, n_tool_calls INTEGER, input_tokens BIGINT, output_tokens BIGINT,
@@ -42,7 +42,7 @@ SCHEMA_DDL = [
         status VARCHAR, error VARCHAR, output_chars BIGINT)""",
     """CREATE TABLE IF NOT EXISTS grades (
         rollout_id VARCHAR NOT NULL, grader VARCHAR NOT NULL, score DOUBLE, weight DOUBLE,
-        passed BOOLEAN, details JSON)""",
+        passed BOOLEAN, details JSON, error VARCHAR, latency_s DOUBLE)""",
     """CREATE TABLE IF NOT EXISTS messages (
         rollout_id VARCHAR NOT NULL, msg_idx INTEGER NOT NULL, role VARCHAR, content VARCHAR,
         turn_idx INTEGER, ts TIMESTAMP)""",
@@ -61,7 +61,14 @@ ENDPOINT_EVENTS_DDL = """CREATE TABLE IF NOT EXISTS endpoint_events (
 SCHEMA_DDL.append(ENDPOINT_EVENTS_DDL)
 
 # version -> statements that bring a database of that version to the next one
-MIGRATIONS = {1: [ENDPOINT_EVENTS_DDL]}
+MIGRATIONS = {
+    1: [ENDPOINT_EVENTS_DDL],
+    # 3: a failed grader keeps its error (score NULL); a rollout that never reached a dataset
+    # sample (ungraded endpoint rollouts) has a NULL sample instead of a made-up one
+    2: ["ALTER TABLE grades ADD COLUMN error VARCHAR", "ALTER TABLE grades ADD COLUMN latency_s DOUBLE",
+        "ALTER TABLE rollouts ALTER COLUMN sample_id DROP NOT NULL",
+        "UPDATE rollouts SET sample_id = NULL WHERE sample_id = '(unknown)'"],
+}
 
 # Tables whose rows belong to one rollout, deleted with it.
 ROLLOUT_CHILD_TABLES = ("tool_calls", "grades", "messages")

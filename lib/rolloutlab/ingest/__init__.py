@@ -33,6 +33,11 @@ class IngestError(ValueError):
     """Nothing could be loaded, with what to do next."""
 
 
+class IngestFailed(IngestError):
+    """A file broke the loader in a way its rejects do not cover (a defect of rolloutlab): the
+    whole ingest call was rolled back. The message names the file and what to do."""
+
+
 def expand_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """Files named, and every file below a folder named (hidden files skipped), in sorted order."""
     found: list[Path] = []
@@ -110,7 +115,16 @@ def ingest(con: duckdb.DuckDBPyConnection, paths: Iterable[str | os.PathLike] | 
     disable = config.progress_disabled() if progress is None else not progress
     with store.transaction(con):
         for path in tqdm(files, desc="ingest", unit="file", disable=disable):
-            rows.append(_ingest_file(con, path, format, run, split, step))
+            try:
+                rows.append(_ingest_file(con, path, format, run, split, step))
+            except (IngestError, store.StoreError):
+                raise
+            except Exception as exc:  # bad input must never surface as a traceback
+                raise IngestFailed(
+                    f"{path}: could not be loaded ({type(exc).__name__}: {str(exc)[:300]}). Nothing was "
+                    "written: the whole ingest was rolled back. Ingest the other files without this one, "
+                    "and report this error with the file (it is a defect: bad records should land in "
+                    "rejects).") from exc
         con.execute("DELETE FROM runs WHERE run_id NOT IN (SELECT DISTINCT run_id FROM rollouts)")
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 

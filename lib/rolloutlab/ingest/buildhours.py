@@ -3,12 +3,13 @@
 {sample_index, input_item, trace[events], final_message_text, metrics{grader: value},
 grader_durations, error, duration_seconds, grading_duration_seconds, usage_cumulative, usage_at_final}.
 A failed rollout there has ``metrics == {"reward": -1}`` and ``error`` set: it is an errored
-rollout (infra or model, from the error text), never a score of -1 or 0.
+rollout (infra or model, from the error text), never a score of -1 or 0. A grader whose value is
+null failed: it is kept as a grade without a score, and the rollout is an ``infra_error``.
 """
 from __future__ import annotations
 
 from .context import LoadContext, LoadResult
-from .convert import classify_error, jsonl_items, load_items, parse_json_arguments, text_of
+from .convert import BadField, classify_error, field, jsonl_items, load_items, obj, parse_json_arguments, preview, text_of
 
 FORMAT = "buildhours"
 
@@ -23,20 +24,26 @@ def trace_calls(trace: list) -> tuple[list[dict], str | None, list[str]]:
     calls, by_id, errors = [], {}, []
     turn, last = -1, None
     final = None
-    for ev in trace or []:
+    if trace is not None and not isinstance(trace, list):
+        raise BadField(f"field 'trace' must be a JSON array, got {preview(trace)}")
+    for i, ev in enumerate(trace or []):
         if not isinstance(ev, dict):
-            continue
+            raise BadField(f"'trace[{i}]' must be a JSON object (an event), got {preview(ev)}")
+        ev_where = f"trace[{i}]."
         kind = ev.get("event")
         if kind == "tool_call":
             if last != "tool_call":
                 turn += 1
-            call = {"call_id": ev.get("call_id"), "turn": turn, "tool": ev.get("name") or "(unnamed)",
+            call_id = field(ev, "call_id", ("string", "integer"), ev_where)
+            call = {"call_id": None if call_id is None else str(call_id), "turn": turn,
+                    "tool": field(ev, "name", "string", ev_where) or "(unnamed)",
                     "arguments": parse_json_arguments(ev.get("arguments")), "status": "ok", "error": None}
             calls.append(call)
-            if ev.get("call_id") is not None:
-                by_id[ev["call_id"]] = call
+            if call_id is not None:
+                by_id[call_id] = call
         elif kind == "tool_result":
-            call = by_id.get(ev.get("call_id"))
+            call_id = ev.get("call_id")
+            call = by_id.get(call_id) if isinstance(call_id, (str, int)) else None
             if call is not None:
                 call["output_chars"] = len(text_of(ev.get("output")) or "")
         elif kind == "tool_error":
@@ -44,40 +51,56 @@ def trace_calls(trace: list) -> tuple[list[dict], str | None, list[str]]:
                           and c["status"] == "ok"]
             target = open_calls[-1] if open_calls else (calls[-1] if calls else None)
             if target is not None:
-                target["status"], target["error"] = "error", str(ev.get("error"))
-            errors.append(f"{ev.get('name')}: {ev.get('error')}")
+                target["status"], target["error"] = "error", _text(ev.get("error"))
+            errors.append(f"{_text(ev.get('name'))}: {_text(ev.get('error'))}")
         elif kind == "runtime_error":
-            errors.append(str(ev.get("error")))
+            errors.append(_text(ev.get("error")))
         elif kind == "final_message":
-            final = ev.get("text")
+            final = field(ev, "text", "string", ev_where)
         if kind in ("tool_call", "tool_result", "final_message"):
             last = kind
     return calls, final, errors
 
 
+def _text(value) -> str:
+    return value if isinstance(value, str) else preview(value)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def record(rec: dict, label: str) -> tuple[dict | None, str | None]:
-    if rec.get("sample_index") is None:
-        return None, "missing sample_index"
-    metrics = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else {}
+    sample = field(rec, "sample_index", ("integer", "string"), required=True)
+    metrics = obj(rec, "metrics")
+    durations = obj(rec, "grader_durations")
     calls, final, trace_errors = trace_calls(rec.get("trace"))
     error = rec.get("error")
-    error_text = (error if isinstance(error, str) else str(error)) if error else None
-    usage = rec.get("usage_cumulative") if isinstance(rec.get("usage_cumulative"), dict) else {}
-    out = {"run": label, "sample_id": str(rec["sample_index"]), "latency_s": rec.get("duration_seconds"),
-           "final_answer": rec.get("final_message_text") or final, "tool_calls": calls,
-           "prompt": text_of(rec.get("input_item")) if not isinstance(rec.get("input_item"), dict)
-           else text_of(rec["input_item"].get("content") or rec["input_item"].get("messages")),
+    error_text = _text(error) if error else None
+    usage = obj(rec, "usage_cumulative")
+    item = rec.get("input_item")
+    out = {"run": label, "sample_id": str(sample), "latency_s": field(rec, "duration_seconds", "number"),
+           "final_answer": field(rec, "final_message_text", "string") or final, "tool_calls": calls,
+           "prompt": text_of(item) if not isinstance(item, dict)
+           else text_of(item.get("content") or item.get("messages")),
            "usage": {k: usage.get(k) for k in ("input_tokens", "output_tokens", "reasoning_tokens")
-                     if isinstance(usage.get(k), int)}}
+                     if isinstance(usage.get(k), int) and not isinstance(usage.get(k), bool)}}
     failed = error_text is not None and (metrics == {"reward": -1} or not metrics)
     if failed:
         out.update(status=classify_error(error_text), score=None, error=error_text, stop_reason="error")
         return out, None
-    numeric = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    if not numeric:
-        return None, f"metrics has no numeric grade: {metrics!r}"
-    out["grades"] = [{"grader": k, "score": float(v)} for k, v in numeric.items()]
-    out["score"] = float(numeric["reward"]) if "reward" in numeric else None  # else: mean of the grades
+    bad = {k: v for k, v in metrics.items() if v is not None and not _number(v)}
+    if bad:
+        k, v = next(iter(bad.items()))
+        raise BadField(f"field 'metrics.{k}' must be a number (or null for a grader that failed), got {preview(v)}")
+    if not metrics:
+        out.update(status="ungraded", score=None)  # never reached the graders
+    out["grades"] = [{"grader": str(k), "score": None if v is None else float(v),
+                      "latency_s": durations.get(k) if _number(durations.get(k)) else None,
+                      "error": "the grader returned no value" if v is None else None}
+                     for k, v in metrics.items()]
+    reward = metrics.get("reward")
+    out["score"] = float(reward) if _number(reward) else None  # else: the mean of the grades
     if error_text or trace_errors:
         out["error"] = error_text or "; ".join(trace_errors)
     return out, None

@@ -2,28 +2,34 @@
 
 Tool calls of one assistant message share a turn (they were issued together). A tool message
 answers the earliest call with its id that has no answer yet, so ids reused inside one
-trajectory (tau-bench does) still pair up in order.
+trajectory (tau-bench does) still pair up in order. Messages and calls of another shape than
+these raise BadField naming where they are (``traj[3].tool_calls``).
 """
 from __future__ import annotations
 
 from collections import defaultdict, deque
 
-from .convert import parse_json_arguments, text_of
+from .convert import BadField, field, json_kind, parse_json_arguments, preview, text_of
+
+ID_KINDS = ("string", "integer")
 
 
-def call_name_and_args(call: dict) -> tuple[str | None, object]:
+def call_name_and_args(call: dict, where: str) -> tuple[str | None, object]:
     """Both shapes: OpenAI {function: {name, arguments}} and flat {name|function, arguments}."""
     fn = call.get("function")
     if isinstance(fn, dict):
-        return fn.get("name"), parse_json_arguments(fn.get("arguments"))
-    return call.get("name") or fn, parse_json_arguments(call.get("arguments"))
+        return field(fn, "name", "string", f"{where}function."), parse_json_arguments(fn.get("arguments"))
+    name = field(call, "name", "string", where) if call.get("name") is not None else \
+        field(call, "function", "string", where)
+    return name, parse_json_arguments(call.get("arguments"))
 
 
 def tool_error(message: dict) -> str | None:
     """The error a tool message reports, as text (None when it succeeded)."""
     err = message.get("error")
     if isinstance(err, dict):
-        return err.get("message") or err.get("type") or str(err)
+        text = err.get("message") or err.get("type")
+        return text if isinstance(text, str) else preview(err)
     if err is True:
         return text_of(message.get("content")) or "error"
     if isinstance(err, str) and err:
@@ -31,35 +37,54 @@ def tool_error(message: dict) -> str | None:
     return None
 
 
-def convert_messages(messages: list[dict], include_call=lambda call: True, ts_key: str | None = None):
+def _items(value: object, where: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadField(f"field '{where}' must be a JSON array, got {json_kind(value)} {preview(value)}")
+    return value
+
+
+def convert_messages(messages: object, include_call=lambda call: True, ts_key: str | None = None,
+                     where: str = "messages"):
     """(tool_calls, messages, final_answer) in native shape from a list of chat messages."""
     calls: list[dict] = []
     out_messages: list[dict] = []
-    pending: dict[str, deque] = defaultdict(deque)
+    pending: dict[object, deque] = defaultdict(deque)
     turn = -1
     final_answer = None
-    for msg in messages or []:
+    for i, msg in enumerate(_items(messages, where)):
+        here = f"{where}[{i}]"
         if not isinstance(msg, dict):
-            continue
-        role = msg.get("role")
+            raise BadField(f"'{here}' must be a JSON object (a message), got {json_kind(msg)} {preview(msg)}")
+        role = field(msg, "role", "string", f"{here}.")
         ts = msg.get(ts_key) if ts_key else None
         content = text_of(msg.get("content"))
-        tool_calls = [c for c in (msg.get("tool_calls") or []) if isinstance(c, dict) and include_call(c)]
+        raw_calls = _items(msg.get("tool_calls"), f"{here}.tool_calls")
+        tool_calls = []
+        for j, c in enumerate(raw_calls):
+            if not isinstance(c, dict):
+                raise BadField(f"'{here}.tool_calls[{j}]' must be a JSON object, got {json_kind(c)} {preview(c)}")
+            if include_call(c):
+                tool_calls.append((j, c))
         if role == "assistant":
             turn += 1
             if content:
                 final_answer = content
         out_messages.append({"role": role, "content": content, "turn": max(turn, 0), "ts": ts})
-        for call in tool_calls:
-            name, args = call_name_and_args(call)
-            record = {"call_id": call.get("id"), "turn": max(turn, 0), "tool": name or "(unnamed)",
-                      "arguments": args, "started_at": ts, "status": "ok", "error": None}
+        for j, call in tool_calls:
+            call_where = f"{here}.tool_calls[{j}]."
+            name, args = call_name_and_args(call, call_where)
+            call_id = field(call, "id", ID_KINDS, call_where)
+            record = {"call_id": None if call_id is None else str(call_id), "turn": max(turn, 0),
+                      "tool": name or "(unnamed)", "arguments": args, "started_at": ts, "status": "ok",
+                      "error": None}
             calls.append(record)
-            if call.get("id") is not None:
-                pending[call["id"]].append(record)
+            if call_id is not None:
+                pending[call_id].append(record)
         if role == "tool":
-            call_id = msg.get("tool_call_id") or msg.get("id")
-            queue = pending.get(call_id)
+            answered = msg.get("tool_call_id") if msg.get("tool_call_id") is not None else msg.get("id")
+            queue = pending.get(answered) if isinstance(answered, (str, int)) else None
             if queue:
                 record = queue.popleft()
                 record["output_chars"] = len(content or "")

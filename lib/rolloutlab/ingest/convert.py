@@ -6,6 +6,10 @@ to a temporary native JSONL file where line k is source record k (blank lines st
 records of earlier batches and for failed conversions), and loaded by the native loader:
 validation, rejects and the typed inserts all run in DuckDB. Conversion failures join the
 rejects with their location.
+
+Source records are untrusted: a converter reads every field through ``field`` (which names the
+field and the kind it wanted when the value is of another kind) and runs under ``guarded``, so a
+record it cannot read becomes a reject and never stops the ingest.
 """
 from __future__ import annotations
 
@@ -22,6 +26,87 @@ from .context import LoadContext, LoadResult
 from .lines import STAGED_REJECTS
 
 RAW_LIMIT = 2000  # characters of a rejected source record kept in rejects.raw
+PREVIEW = 60  # characters of a bad value quoted in a reason
+
+KIND_TEST = {
+    "string": lambda v: isinstance(v, str),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "boolean": lambda v: isinstance(v, bool),
+}
+KIND_WORDS = {"string": "a string", "number": "a number", "integer": "an integer", "object": "a JSON object",
+              "array": "a JSON array", "boolean": "true or false"}
+
+
+class BadField(ValueError):
+    """A source field of the wrong kind; the message names it and what it should be."""
+
+
+def json_kind(value) -> str:
+    if value is None:
+        return "null"
+    for kind in ("boolean", "integer", "number", "string", "array", "object"):
+        if KIND_TEST[kind](value):
+            return "number" if kind == "integer" else kind
+    return type(value).__name__
+
+
+def dumps(value) -> str:
+    """JSON text of any parsed value (repr where JSON cannot say it)."""
+    try:
+        return json.dumps(value, default=str, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return repr(value)
+
+
+def preview(value) -> str:
+    return dumps(value)[:PREVIEW]
+
+
+def field(record: dict, key: str, kinds: str | tuple[str, ...], where: str = "", required: bool = False):
+    """``record[key]`` when it is of one of ``kinds`` (None when absent or null, unless
+    ``required``); else BadField naming ``where + key``."""
+    kinds = (kinds,) if isinstance(kinds, str) else kinds
+    value = record.get(key)
+    name = f"{where}{key}"
+    if value is None:
+        if required:
+            raise BadField(f"missing required field '{name}'")
+        return None
+    if not any(KIND_TEST[k](value) for k in kinds):
+        want = " or ".join(KIND_WORDS[k] for k in kinds)
+        raise BadField(f"field '{name}' must be {want}, got {json_kind(value)} {preview(value)}")
+    return value
+
+
+def obj(record: dict, key: str, where: str = "") -> dict:
+    """An optional object field, {} when absent."""
+    return field(record, key, "object", where) or {}
+
+
+def lenient_obj(record: object, key: str) -> dict:
+    """An object field of file-level metadata: {} when absent or of another kind (a label then
+    falls back to the file name; nothing is rejected for it)."""
+    value = record.get(key) if isinstance(record, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def lenient_str(record: dict, key: str) -> str | None:
+    value = record.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def guarded(location: str, raw: object, convert) -> "Item":
+    """``convert()`` -> Item; a record it cannot read becomes a rejected Item, never an exception."""
+    try:
+        return convert()
+    except BadField as exc:
+        return Item(location, reason=str(exc), raw=raw)
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError) as exc:
+        return Item(location, reason=f"unreadable record ({type(exc).__name__}: {exc}); check its fields "
+                    "against docs/formats.md", raw=raw)
 
 
 @dataclass
@@ -31,11 +116,6 @@ class Item:
     reason: str | None = None
     raw: object = None
     skip: bool = False  # a blank line: keeps the numbering, counts as nothing
-
-
-def raw_text(value: object) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text[:RAW_LIMIT]
 
 
 def load_items(ctx: LoadContext, items: Iterable[Item], notes: list[str] | None = None,
@@ -64,11 +144,12 @@ def load_items(ctx: LoadContext, items: Iterable[Item], notes: list[str] | None 
                         fh.write("\n")
                         continue
                     locations.append((ordinal, item.location))
-                    if item.record is None:
-                        failures.append((ordinal, raw_text(item.raw), f"{item.location}: {item.reason}"))
+                    line, reason = _native_line(item)
+                    if line is None:
+                        failures.append((ordinal, raw_text(item.raw), f"{item.location}: {reason}"))
                         fh.write("\n")
                     else:
-                        fh.write(json.dumps(item.record, default=str, ensure_ascii=False) + "\n")
+                        fh.write(line + "\n")
             result = native.load(replace(ctx, path=path))
             _locate_rejects(con, locations, failures)
             con.execute(f"INSERT INTO _rl_all_rejects SELECT * FROM {STAGED_REJECTS}")
@@ -80,6 +161,22 @@ def load_items(ctx: LoadContext, items: Iterable[Item], notes: list[str] | None 
     if ordinal == 0:
         notes.append(f"{ctx.path}: no records in the file: nothing to load")
     return LoadResult(n_records=n_records, n_rejected=n_rejected, notes=notes)
+
+
+def _native_line(item: Item) -> tuple[str | None, str | None]:
+    """The item's native JSONL line, or why there is none."""
+    if item.record is None:
+        return None, item.reason
+    try:
+        return json.dumps(item.record, default=str, ensure_ascii=False, allow_nan=False), None
+    except ValueError:
+        return None, "a number is NaN or infinite: write null (or a finite number) instead"
+    except RecursionError:
+        return None, "nested too deeply to read"
+
+
+def raw_text(value: object) -> str:
+    return (value if isinstance(value, str) else dumps(value))[:RAW_LIMIT]
 
 
 def _locate_rejects(con, locations: list[tuple[int, str]], failures: list[tuple[int, str, str]]) -> None:
@@ -115,9 +212,9 @@ def text_of(content: object) -> str | None:
     if content is None or isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [p.get("text") if isinstance(p, dict) else str(p) for p in content]
-        return "\n".join(p for p in parts if p)
-    return json.dumps(content, default=str)
+        parts = [p.get("text") if isinstance(p, dict) else p for p in content]
+        return "\n".join(p if isinstance(p, str) else dumps(p) for p in parts if p)
+    return dumps(content)
 
 
 INFRA_MARKERS = ("timeout", "timed out", "connection", "503", "502", "500", "504", "unavailable",
@@ -140,6 +237,8 @@ def jsonl_records(path: Path):
                 continue
             try:
                 yield number, json.loads(line), line, None
+            except RecursionError:
+                yield number, None, line, "JSON nested too deeply to read"
             except ValueError as exc:
                 cut = not line.endswith("\n")
                 yield number, None, line, ("invalid JSON on the last line, which has no line end: the file looks "
@@ -158,5 +257,4 @@ def jsonl_items(path: Path, convert) -> Iterable[Item]:
         elif not isinstance(rec, dict):
             yield Item(location, reason="not a JSON object", raw=line)
         else:
-            out, why = convert(rec)
-            yield Item(location, record=out, reason=why, raw=line)
+            yield guarded(location, line, lambda: Item(location, *convert(rec), raw=line))

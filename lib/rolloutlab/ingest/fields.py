@@ -61,7 +61,7 @@ class Field:
             "json": "false",
             "number": f"{first} NOT IN {NUMBER_START}",
             "integer": f"({first} NOT IN {NUMBER_START} OR contains({ref}, '.') OR contains({ref}, 'e') "
-                       f"OR contains({ref}, 'E'))",
+                       f"OR contains({ref}, 'E') OR try_cast({ref} AS BIGINT) IS NULL)",  # too large
             "timestamp": f"({first} <> '\"' OR {TIMESTAMP.format(text=unquote_sql(ref))} IS NULL)",
             "object": f"{first} <> '{{'",
             "array": f"{first} <> '['",

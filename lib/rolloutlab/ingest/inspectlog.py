@@ -2,7 +2,8 @@
 
 One rollout per sample x epoch; the sample is ``task:id``. Scores may be letters (C = 1, P = 0.5, I = 0, N = 0), numbers or
 booleans; each scorer becomes a grade and the score is their mean. ``.eval`` files are read one
-sample at a time (memory bounded by the largest sample); inspect_ai itself is not needed.
+sample at a time (memory bounded by the largest sample), whether the zip stores its members
+with deflate or, as current inspect_ai does, with Zstandard; inspect_ai itself is not needed.
 """
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ import zipfile
 
 from .chat import convert_messages
 from .context import LoadContext, LoadResult
-from .convert import Item, classify_error, load_items, loads_file, text_of
+from .convert import (BadField, Item, classify_error, dumps, field, guarded, load_items, loads_file, obj,
+                      lenient_str, preview, text_of)
 from .jsonscan import loads_lenient
+from .ziparchive import Archive
 
 FORMAT = "inspect"
 LETTERS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
+# what reading one zip member can raise (MemberError is a ValueError, as is bad JSON)
+UNREADABLE = (ValueError, zipfile.BadZipFile, OSError, EOFError, RecursionError)
 SAMPLE_NAME = re.compile(r"^samples/(?P<id>.+)_epoch_(?P<epoch>\d+)\.json$")
 
 
@@ -41,49 +46,57 @@ def score_value(value) -> float | None:
     return None
 
 
-def sample_item(sample: dict, label: str, model: str | None, task: str, loc: str) -> Item:
-    if not isinstance(sample, dict):
-        return Item(loc, reason="not a JSON object", raw=sample)
+def grades_of(scores: dict) -> tuple[list[dict], list[str]]:
+    """Each scorer (each metric of a scorer returning a dict) as a grade; a null value is a scorer
+    that failed (a grade without a score); values that are neither letters nor numbers are listed."""
     grades, unreadable = [], []
-    for scorer, score in (sample.get("scores") or {}).items():
+    for scorer, score in scores.items():
         raw_value = score.get("value") if isinstance(score, dict) else score
-        if isinstance(raw_value, dict):  # several metrics from one scorer
-            for key, v in raw_value.items():
-                val = score_value(v)
-                (grades.append({"grader": f"{scorer}.{key}", "score": val}) if val is not None
-                 else unreadable.append(f"{scorer}.{key}={v!r}"))
-            continue
-        val = score_value(raw_value)
-        if val is None:
-            unreadable.append(f"{scorer}={raw_value!r}")
-        else:
-            grades.append({"grader": scorer, "score": val,
-                           "details": {"answer": score.get("answer")} if isinstance(score, dict) else None})
+        values = ({f"{scorer}.{k}": v for k, v in raw_value.items()} if isinstance(raw_value, dict)
+                  else {scorer: raw_value})
+        for name, v in values.items():
+            val = score_value(v)
+            if v is None:
+                grades.append({"grader": name, "score": None, "error": "the scorer returned no value"})
+            elif val is None:
+                unreadable.append(f"{name}={preview(v)}")
+            else:
+                answer = score.get("answer") if isinstance(score, dict) and name == scorer else None
+                grades.append({"grader": name, "score": val,
+                               "details": {"answer": answer} if answer is not None else None})
+    return grades, unreadable
+
+
+def sample_record(sample: dict, label: str, model: str | None, task: str) -> dict:
+    grades, unreadable = grades_of(obj(sample, "scores"))
+    if unreadable and not any(g["score"] is not None for g in grades):
+        raise BadField(f"scores that are neither letters (C, P, I, N) nor numbers: {', '.join(unreadable)}")
     error = sample.get("error")
-    error_text = (error.get("message") if isinstance(error, dict) else str(error)) if error else None
-    if unreadable and not grades:
-        return Item(loc, reason=f"scores that are neither letters (C, P, I, N) nor numbers: {', '.join(unreadable)}",
-                    raw=sample)
-    if not grades and not error_text:
-        return Item(loc, reason="no scores: the sample was never scored", raw=sample)
-    calls, messages, answer = convert_messages(sample.get("messages") or [])
-    output = sample.get("output") if isinstance(sample.get("output"), dict) else {}
-    completion = output.get("completion")
-    if completion is None and output.get("choices"):
-        completion = text_of(((output["choices"][0] or {}).get("message") or {}).get("content"))
-    usage = [u for u in (sample.get("model_usage") or {}).values() if isinstance(u, dict)]
+    error_text = (error.get("message") if isinstance(error, dict) else error if isinstance(error, str)
+                  else preview(error)) if error else None
+    calls, messages, answer = convert_messages(sample.get("messages"))
+    output = obj(sample, "output")
+    completion = output.get("completion") if isinstance(output.get("completion"), str) else None
+    choices = output.get("choices")
+    if completion is None and isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        completion = text_of(message.get("content")) if isinstance(message, dict) else None
+    usage = [u for u in obj(sample, "model_usage").values() if isinstance(u, dict)]
 
     def total(key):
-        values = [u.get(key) for u in usage if isinstance(u.get(key), (int, float))]
+        values = [u.get(key) for u in usage if isinstance(u.get(key), (int, float)) and not isinstance(u.get(key), bool)]
         return int(sum(values)) if values else None
 
-    epoch = sample.get("epoch") or 1
+    epoch = field(sample, "epoch", "integer") or 1
+    sample_id = field(sample, "id", ("string", "integer"))
+    target = sample.get("target")
     record = {
-        "rollout_id": sample.get("uuid") or f"{label}:{task}:{sample.get('id')}:{epoch}",
+        "rollout_id": field(sample, "uuid", "string") or f"{label}:{task}:{sample_id}:{epoch}",
         # sample ids restart at 1 in every task: qualify them, as tau2 does with its domain
-        "run": label, "model": model, "sample_id": f"{task}:{sample.get('id')}", "attempt": int(epoch) - 1,
-        "latency_s": sample.get("total_time"), "final_answer": completion if completion is not None else answer,
-        "reference": sample.get("target") if isinstance(sample.get("target"), str) else json.dumps(sample.get("target")),
+        "run": label, "model": model, "sample_id": f"{task}:{sample_id}", "attempt": epoch - 1,
+        "latency_s": field(sample, "total_time", "number"),
+        "final_answer": completion if completion is not None else answer,
+        "reference": target if isinstance(target, str) or target is None else dumps(target),
         "prompt": text_of(sample.get("input")) if not isinstance(sample.get("input"), list) else None,
         "usage": {"input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
                   "reasoning_tokens": total("reasoning_tokens")},
@@ -91,25 +104,34 @@ def sample_item(sample: dict, label: str, model: str | None, task: str, loc: str
     }
     if error_text:
         record["status"] = classify_error(error_text)
-    if not grades:
+    elif not grades:
+        record["status"] = "ungraded"  # never scored: counted, not a score of 0
+    if not any(g["score"] is not None for g in grades):
         record["score"] = None
-    return Item(loc, record=record)
+    return record
+
+
+def sample_item(sample: object, label: str, model: str | None, task: str, loc: str) -> Item:
+    if not isinstance(sample, dict):
+        return Item(loc, reason="not a JSON object", raw=sample)
+    return guarded(loc, sample, lambda: Item(loc, record=sample_record(sample, label, model, task)))
 
 
 def _eval_items(ctx: LoadContext, notes: list):
-    with zipfile.ZipFile(ctx.path) as zf:
-        names = zf.namelist()
+    with Archive(ctx.path) as zf:
+        names = zf.names()
         header = {}
         if "header.json" in names:
             try:
                 header = json.loads(zf.read("header.json"))
-            except (ValueError, zipfile.BadZipFile, OSError) as exc:
+            except UNREADABLE as exc:
                 notes.append(f"{ctx.path}: header.json unreadable ({exc}); run label from the file name")
         elif "_journal/start.json" in names:
             try:
                 header = json.loads(zf.read("_journal/start.json"))
-            except (ValueError, zipfile.BadZipFile, OSError):
+            except UNREADABLE:
                 header = {}
+        header = header if isinstance(header, dict) else {}
         ev = header.get("eval") if isinstance(header.get("eval"), dict) else {}
         label, model, task = _label(ctx, ev, notes)
         present = {}
@@ -122,14 +144,14 @@ def _eval_items(ctx: LoadContext, notes: list):
             try:
                 expected = {(str(s.get("id")), int(s.get("epoch") or 1))
                             for s in json.loads(zf.read("summaries.json")) if isinstance(s, dict)}
-            except (ValueError, zipfile.BadZipFile, OSError, TypeError):
+            except (*UNREADABLE, TypeError):
                 expected = set()
         for key in sorted(present, key=lambda k: (k[1], _natural(k[0]))):
             name = present[key]
             loc = f"sample {key[0]} epoch {key[1]}"
             try:
                 sample = json.loads(zf.read(name))
-            except (ValueError, zipfile.BadZipFile, OSError, EOFError) as exc:
+            except UNREADABLE as exc:
                 yield Item(loc, reason=f"{name} in the zip is unreadable ({type(exc).__name__}: {exc})", raw=name)
                 continue
             yield sample_item(sample, label, model, task, loc)
@@ -143,8 +165,8 @@ def _natural(text: str):
 
 
 def _label(ctx: LoadContext, ev: dict, notes: list):
-    model = ev.get("model")
-    task = ev.get("task") or ctx.path.stem
+    model = lenient_str(ev, "model")
+    task = lenient_str(ev, "task") or ctx.path.stem
     label = ctx.run or model or ctx.path.stem
     if not ctx.run:
         notes.append(f"{ctx.path}: run label '{label}' ({'the model' if model else 'the file name'}; "
@@ -166,7 +188,8 @@ def load(ctx: LoadContext) -> LoadResult:
     label, model, task = _label(ctx, ev, notes)
     samples = data.get("samples") if isinstance(data.get("samples"), list) else []
     found = [sample_item(s, label, model, task,
-                         f"sample {s.get('id')} epoch {s.get('epoch')}" if isinstance(s, dict) else f"sample {i}")
+                         f"sample {s.get('id')!s:.40} epoch {s.get('epoch')!s:.20}" if isinstance(s, dict)
+                         else f"sample {i}")
              for i, s in enumerate(samples)]
     if damage:
         found.append(Item(f"sample {len(samples)}", reason=damage.describe(), raw=""))

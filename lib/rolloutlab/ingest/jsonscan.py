@@ -40,6 +40,8 @@ def loads_lenient(text: str, depth: int = 2) -> tuple[object, Damage | None]:
         return json.loads(text), None
     except json.JSONDecodeError as exc:
         first = Damage(exc.lineno, exc.colno, exc.msg)
+    except RecursionError:
+        first = Damage(1, 1, "nested too deeply")
     try:
         value, _, damage = _value(text, _skip(text, 0), depth)
     except _Stop as stop:
@@ -73,6 +75,8 @@ def _value(text: str, pos: int, depth: int):
             value, end = _decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise _Stop(_damage(text, exc.pos, exc.msg)) from None
+        except RecursionError:
+            raise _Stop(_damage(text, pos, "nested too deeply")) from None
         return value, end, None
     if text[pos] == "[":
         out = Truncated()

@@ -56,12 +56,16 @@ TOOL_CALL_FIELDS = [
     Field("error", "text"),
     Field("output_chars", "integer"),
 ]
+# A grade whose score is null is a grader that failed (timeout, server error): it loads, with
+# its error, and makes a rollout without a status an infra_error.
 GRADE_FIELDS = [
     Field("grader", "string", required=True),
-    Field("score", "number", required=True),
+    Field("score", "number"),
     Field("weight", "number"),
     Field("passed", "boolean"),
     Field("details", "json"),
+    Field("error", "text"),
+    Field("latency_s", "number"),
 ]
 MESSAGE_FIELDS = [
     Field("role", "string"),
@@ -175,7 +179,7 @@ def rows_sql(has_run_override: bool, staged: Staged) -> str:
         {v['sample_id']} AS sample_id, {v['attempt']} AS attempt_given,
         {v['started_at']} AS started_at, {v['ended_at']} AS ended_at,
         coalesce({v['latency_s']}, epoch({v['ended_at']}) - epoch({v['started_at']})) AS latency_s,
-        coalesce({v['status']}, 'ok') AS status, {v['stop_reason']} AS stop_reason,
+        {v['status']} AS status_given, {v['stop_reason']} AS stop_reason,
         {v['final_answer']} AS final_answer, {v['score']} AS score_given,
         {usage['input_tokens']} AS input_tokens, {usage['output_tokens']} AS output_tokens,
         {usage['reasoning_tokens']} AS reasoning_tokens,
@@ -225,11 +229,14 @@ def insert_sql() -> list[str]:
             SELECT line_no, count(*) AS n_calls, count(DISTINCT coalesce(turn, idx)) AS n_turns
             FROM _rl_tool_calls GROUP BY line_no),
         graded AS (
-            SELECT line_no, sum(score * weight) / nullif(sum(weight), 0) AS weighted
+            SELECT line_no, sum(score * weight) / nullif(sum(weight) FILTER (WHERE score IS NOT NULL), 0) AS weighted,
+                   bool_or(score IS NULL) AS grader_failed
             FROM _rl_grades GROUP BY line_no)
         SELECT w.rollout_id, w.run_id, w.sample_id,
             coalesce(w.attempt_given, row_number() OVER (PARTITION BY w.run_id, w.sample_id ORDER BY w.line_no) - 1),
-            w.started_at, w.ended_at, w.latency_s, w.status, w.stop_reason, w.final_answer,
+            w.started_at, w.ended_at, w.latency_s,
+            coalesce(w.status_given, CASE WHEN g.grader_failed THEN 'infra_error' ELSE 'ok' END),
+            w.stop_reason, w.final_answer,
             coalesce(w.score_given, g.weighted), coalesce(c.n_turns, 0), coalesce(c.n_calls, 0),
             w.input_tokens, w.output_tokens, w.reasoning_tokens, w.cost_usd, w.error,
             $source_id, w.line_no
@@ -239,7 +246,7 @@ def insert_sql() -> list[str]:
                t.latency_s, t.status, t.error, t.output_chars
         FROM _rl_tool_calls t JOIN _rl_ok w USING (line_no)""",
         """INSERT INTO grades
-        SELECT w.rollout_id, t.grader, t.score, t.weight, t.passed, t.details
+        SELECT w.rollout_id, t.grader, t.score, t.weight, t.passed, t.details, t.error, t.latency_s
         FROM _rl_grades t JOIN _rl_ok w USING (line_no)""",
         """INSERT INTO messages
         SELECT w.rollout_id, t.idx, t.role, t.content, t.turn, t.ts

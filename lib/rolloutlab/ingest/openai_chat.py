@@ -10,7 +10,7 @@ import hashlib
 
 from .chat import convert_messages
 from .context import LoadContext, LoadResult
-from .convert import jsonl_items, load_items, text_of
+from .convert import field, jsonl_items, load_items
 
 FORMAT = "openai-chat"
 
@@ -21,27 +21,26 @@ def sniff(path, head: str, first_record) -> bool:
 
 
 def record(rec: dict, label: str) -> tuple[dict | None, str | None]:
-    messages = rec.get("messages")
-    if not isinstance(messages, list) or not messages:
+    messages = field(rec, "messages", "array")
+    if not messages:
         return None, "missing 'messages' (a list of chat messages)"
-    score = rec.get("score", rec.get("reward"))
-    if score is not None and (not isinstance(score, (int, float)) or isinstance(score, bool)):
-        return None, f"'score' must be a number, got {score!r}"
-    sample = rec.get("sample_id")
+    score = field(rec, "score", "number") if "score" in rec else field(rec, "reward", "number")
+    sample = field(rec, "sample_id", ("string", "integer"))
+    calls, out_messages, answer = convert_messages(messages)
     if sample is None:
-        first_user = next((text_of(m.get("content")) for m in messages if isinstance(m, dict)
-                           and m.get("role") == "user"), None)
+        first_user = next((m["content"] for m in out_messages if m["role"] == "user" and m["content"]), None)
         if not first_user:
             return None, "no sample_id and no user message to name the sample by"
         sample = "prompt:" + hashlib.sha1(first_user.encode()).hexdigest()[:12]
-    calls, out_messages, answer = convert_messages(messages)
-    out = {"run": str(rec.get("run") or label), "sample_id": str(sample), "attempt": rec.get("attempt"),
+    out = {"run": field(rec, "run", "string") or label, "sample_id": str(sample),
+           "attempt": field(rec, "attempt", "integer"),
            "score": score, "final_answer": answer, "tool_calls": calls, "messages": out_messages,
            "prompt": next((m["content"] for m in out_messages if m["role"] == "user"), None)}
-    if rec.get("rollout_id") is not None:
-        out["rollout_id"] = str(rec["rollout_id"])
+    rollout_id = field(rec, "rollout_id", ("string", "integer"))
+    if rollout_id is not None:
+        out["rollout_id"] = str(rollout_id)
     if score is None:
-        out["status"] = rec.get("status") or "ungraded"
+        out["status"] = field(rec, "status", "string") or "ungraded"
     return out, None
 
 

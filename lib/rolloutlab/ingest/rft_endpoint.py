@@ -61,7 +61,8 @@ def events_sql(has_run_override: bool, staged: Staged) -> str:
     truncated = staged.truncated_sql()
     kind = (f"coalesce({_v('event')}, CASE WHEN r.tool IS NOT NULL THEN 'tool' "
             "WHEN r.score IS NOT NULL OR r.grades IS NOT NULL THEN 'grade' "
-            "WHEN r.rollout_id IS NULL AND r.sample_id IS NOT NULL THEN 'sample' END)")
+            "WHEN r.rollout_id IS NULL AND r.sample_id IS NOT NULL THEN 'sample' "
+            "WHEN r.rollout_id IS NOT NULL AND r.sample_id IS NOT NULL THEN 'grade' END)")  # a failed grader
     checks = type_checks(FIELDS, "r") + [
         (f"{kind} IS NULL", "'cannot tell the event''s kind: a tool event has ''tool'', a grade event "
                             "''score'' or ''grades'', a sample event ''sample_id'' and no ''rollout_id''; or add "
@@ -71,7 +72,8 @@ def events_sql(has_run_override: bool, staged: Staged) -> str:
         (f"{kind} = 'tool' AND {_v('ended_at')} < {_v('started_at')}",
          "'ended_at precedes started_at: the event''s clock is wrong'"),
         (f"{kind} IN ('grade', 'sample') AND r.sample_id IS NULL", f"'missing required field ''sample_id'' in a ' || {kind} || ' event'"),
-        (f"{kind} = 'grade' AND r.score IS NULL AND r.grades IS NULL", "'a grade event needs ''score'' or ''grades'''"),
+        (f"{kind} = 'grade' AND r.score IS NULL AND r.grades IS NULL AND r.error IS NULL AND r.http_status IS NULL",
+         "'a grade event needs ''score'' or ''grades'' (or, when the grader failed, ''error'' or ''http_status'')'"),
     ]
     if not has_run_override:
         checks.append((f"{kind} = 'grade' AND r.run IS NULL", "'missing required field ''run'' in a grade event (or pass --run LABEL)'"))
@@ -159,9 +161,15 @@ def assemble_sql() -> list[str]:
         SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY rollout_id ORDER BY source_id, line_no) AS rn
                        FROM endpoint_events WHERE kind = 'grade' AND rollout_id IN (SELECT rollout_id FROM _rl_affected))
         WHERE rn = 1""",
+        # a grader that failed keeps a row: NULL score and the event's error
         """INSERT INTO grades
-        SELECT g.rollout_id, k.key, try_cast(k.value AS DOUBLE), 1.0, NULL, NULL
-        FROM _rl_grade g, json_each(g.grades) k WHERE g.grades IS NOT NULL""",
+        SELECT g.rollout_id, k.key, try_cast(k.value AS DOUBLE), 1.0, NULL, NULL,
+               CASE WHEN try_cast(k.value AS DOUBLE) IS NULL THEN coalesce(g.error, 'HTTP ' || g.http_status, 'no score') END,
+               NULL
+        FROM _rl_grade g, json_each(g.grades) k WHERE g.grades IS NOT NULL
+        UNION ALL
+        SELECT rollout_id, 'grader', NULL, 1.0, NULL, NULL, coalesce(error, 'HTTP ' || http_status, 'no score'), NULL
+        FROM _rl_grade WHERE grades IS NULL AND score IS NULL""",
         """INSERT INTO rollouts
         WITH calls AS (
             SELECT rollout_id, count(*) AS n_calls, count(DISTINCT turn_idx) AS n_turns,
@@ -175,22 +183,24 @@ def assemble_sql() -> list[str]:
         usual_run AS (  -- the run most graded rollouts of a file belong to
             SELECT source_id, mode(run) AS run FROM endpoint_events WHERE kind = 'grade' GROUP BY source_id),
         any_run AS (SELECT mode(run) AS run FROM endpoint_events WHERE kind = 'grade'),
-        mean_grade AS (SELECT rollout_id, avg(score) AS score FROM grades
-                       WHERE rollout_id IN (SELECT rollout_id FROM _rl_grade) GROUP BY rollout_id),
+        mean_grade AS (SELECT rollout_id, avg(score) AS score, bool_or(score IS NULL) AS grader_failed,
+                              string_agg('grader ' || grader || ': ' || error, '; ') AS errors
+                       FROM grades WHERE rollout_id IN (SELECT rollout_id FROM _rl_grade) GROUP BY rollout_id),
         ids AS (SELECT rollout_id FROM _rl_affected WHERE rollout_id IN (SELECT rollout_id FROM calls)
                                                       OR rollout_id IN (SELECT rollout_id FROM _rl_grade))
         SELECT i.rollout_id,
                coalesce($run, g.run, c.run, u.run, (SELECT run FROM any_run), 'unknown') AS run_id,
-               coalesce(g.sample_id, c.sample_id, '(unknown)') AS sample_id,
+               coalesce(g.sample_id, c.sample_id) AS sample_id,
                NULL AS attempt,
                coalesce(g.started_at, c.first_start) AS started_at,
                coalesce(g.ts, c.last_end) AS ended_at,
                epoch(coalesce(g.ts, c.last_end)) - epoch(coalesce(g.started_at, c.first_start)) AS latency_s,
-               CASE WHEN coalesce(c.infra, false) THEN 'infra_error' WHEN g.rollout_id IS NULL THEN 'ungraded'
+               CASE WHEN coalesce(c.infra, false) OR coalesce(m.grader_failed, false) THEN 'infra_error'
+                    WHEN g.rollout_id IS NULL THEN 'ungraded'
                     WHEN coalesce(c.model_err, false) THEN 'model_error' ELSE 'ok' END AS status,
                CASE WHEN g.rollout_id IS NULL THEN 'no grade event' ELSE 'graded' END AS stop_reason,
                g.final_answer, coalesce(g.score, m.score) AS score, coalesce(c.n_turns, 0), coalesce(c.n_calls, 0),
-               NULL, NULL, NULL, NULL, c.errors,
+               NULL, NULL, NULL, NULL, nullif(concat_ws('; ', c.errors, m.errors), ''),
                coalesce(g.source_id, c.source_id), coalesce(g.line_no, c.line_no)
         FROM ids i LEFT JOIN _rl_grade g USING (rollout_id) LEFT JOIN calls c USING (rollout_id)
         LEFT JOIN mean_grade m USING (rollout_id) LEFT JOIN usual_run u ON u.source_id = c.source_id""",

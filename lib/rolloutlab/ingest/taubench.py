@@ -1,20 +1,46 @@
 """tau-bench (v1) results: a JSON list of {task_id, trial, reward, info, traj}; traj is chat messages.
 
 The file names no model, so the run label is the file's stem unless --run is given. A sample is
-the task id; the attempt is the trial.
+the task id; the attempt is the trial. A result whose reward is null was never graded: it loads
+as ``ungraded``.
 """
 from __future__ import annotations
 
 from .chat import convert_messages
 from .context import LoadContext, LoadResult
-from .convert import Item, load_items, loads_file
+from .convert import Item, field, guarded, load_items, loads_file, obj
 from .jsonscan import loads_lenient
 
 FORMAT = "tau-bench"
+ID_KINDS = ("string", "integer")
 
 
 def sniff(path, head: str, first_record) -> bool:
     return path.suffix == ".json" and head.lstrip().startswith("[") and '"traj"' in head and '"task_id"' in head
+
+
+def record(t: dict, i: int, label: str, stem: str) -> dict:
+    task_id = field(t, "task_id", ID_KINDS, required=True)
+    trial = field(t, "trial", "integer")
+    reward = field(t, "reward", "number")
+    calls, messages, answer = convert_messages(t.get("traj"), where="traj")
+    info = obj(t, "info")
+    task = obj(info, "task", "info.")
+    reward_info = obj(info, "reward_info", "info.")
+    parts = obj(reward_info, "info", "info.reward_info.")
+    grades = [{"grader": str(k), "score": v, "weight": 0.0} for k, v in parts.items()
+              if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    out = {
+        "rollout_id": f"{stem}:{task_id}:{trial if trial is not None else 0}:{i}",
+        "run": label, "sample_id": str(task_id), "attempt": trial,
+        "final_answer": answer, "tool_calls": calls, "messages": messages,
+        "prompt": field(task, "instruction", "string", "info.task."),
+    }
+    if reward is None:
+        out.update(status="ungraded", score=None, grades=grades)
+    else:
+        out.update(score=float(reward), grades=[{"grader": "reward", "score": float(reward)}] + grades)
+    return out
 
 
 def items(data: list, label: str, stem: str):
@@ -23,25 +49,8 @@ def items(data: list, label: str, stem: str):
         if not isinstance(t, dict):
             yield Item(loc, reason="not a JSON object", raw=t)
             continue
-        loc = f"record {i} (task {t.get('task_id')}, trial {t.get('trial')})"
-        if t.get("task_id") is None:
-            yield Item(loc, reason="missing task_id", raw=t)
-            continue
-        if not isinstance(t.get("reward"), (int, float)) or isinstance(t.get("reward"), bool):
-            yield Item(loc, reason=f"reward must be a number, got {t.get('reward')!r}", raw=t)
-            continue
-        calls, messages, answer = convert_messages(t.get("traj") or [])
-        info = t.get("info") if isinstance(t.get("info"), dict) else {}
-        task = info.get("task") if isinstance(info.get("task"), dict) else {}
-        reward_info = info.get("reward_info") if isinstance(info.get("reward_info"), dict) else {}
-        grades = [{"grader": k, "score": v, "weight": 0.0} for k, v in (reward_info.get("info") or {}).items()
-                  if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        yield Item(loc, record={
-            "rollout_id": f"{stem}:{t['task_id']}:{t.get('trial', 0)}:{i}",
-            "run": label, "sample_id": str(t["task_id"]), "attempt": t.get("trial"),
-            "score": float(t["reward"]), "final_answer": answer, "tool_calls": calls, "messages": messages,
-            "prompt": task.get("instruction"), "grades": [{"grader": "reward", "score": float(t["reward"])}] + grades,
-        })
+        loc = f"record {i} (task {t.get('task_id')!s:.40}, trial {t.get('trial')!s:.20})"
+        yield guarded(loc, t, lambda: Item(loc, record=record(t, i, label, stem)))
 
 
 def load(ctx: LoadContext) -> LoadResult:

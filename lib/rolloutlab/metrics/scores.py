@@ -20,11 +20,12 @@ def comb_ratio_sql(top: str, bottom: str, k: str) -> str:
 
 
 def per_sample_sql() -> str:
-    """Per (run, sample): attempts n, successes c, mean/std/min/max score over counted rollouts."""
+    """Per (run, sample): attempts n, successes c, mean/std/min/max score over counted rollouts.
+    Rollouts that never reached a dataset sample (NULL sample) are no sample's attempts."""
     return f"""
     SELECT run_id, sample_id, count(*) AS n, count(*) FILTER (WHERE s >= $threshold) AS c,
            avg(s) AS mean, stddev_pop(s) AS std, min(s) AS min, max(s) AS max
-    FROM ({included_sql()}) GROUP BY run_id, sample_id
+    FROM ({included_sql()}) WHERE sample_id IS NOT NULL GROUP BY run_id, sample_id
     """
 
 

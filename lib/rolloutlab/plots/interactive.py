@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from .. import config
 from .style import (BASE_COLOR, CANDIDATE_COLOR, NEUTRAL, QUADRANT_COLORS, SIGNAL_COLOR, as_runs, require,
-                    run_colors)
+                    run_colors, split_colors)
 
 LAYOUT = dict(template="plotly_white", font=dict(size=12), hoverlabel=dict(namelength=-1),
               margin=dict(l=60, r=20, t=60, b=50))
@@ -167,10 +167,17 @@ def training_curves(by_step: pd.DataFrame) -> go.Figure:
 
     by_step = require(by_step, "training curves")
     fig = make_subplots(rows=2, cols=3, subplot_titles=[label for _, label in CURVES])
+    colors = split_colors(list(by_step.split.unique()))
     for i, (col, _) in enumerate(CURVES):
-        fig.add_scatter(x=by_step.step, y=by_step[col], mode="lines+markers", line_color=BASE_COLOR,
-                        customdata=_esc(by_step.run), hovertemplate="%{customdata} (step %{x}): %{y:.4g}<extra></extra>",
-                        row=i // 3 + 1, col=i % 3 + 1, showlegend=False)
+        for split, df in by_step.groupby("split", sort=False):
+            fig.add_scatter(x=df.step, y=df[col], mode="lines+markers", line_color=colors[split],
+                            name=html.escape(str(split)), legendgroup=str(split), showlegend=i == 0,
+                            marker_symbol=["circle" if k else "circle-open" for k in df.step_known],
+                            customdata=_esc(df.run),
+                            hovertemplate="%{customdata} (step %{x}): %{y:.4g}<extra></extra>",
+                            row=i // 3 + 1, col=i % 3 + 1)
     fig.update_xaxes(title_text="training step")
-    fig.update_layout(title=f"Along training ({len(by_step)} checkpoints)", height=560, **LAYOUT)
+    note = " (open marker: no step, drawn at 0)" if (~by_step.step_known).any() else ""
+    fig.update_layout(title=f"Along training ({len(by_step)} checkpoints, one line per split){note}",
+                      legend_title_text="split", height=560, **LAYOUT)
     return fig

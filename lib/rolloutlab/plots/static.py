@@ -11,7 +11,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .. import config
 from .style import (BASE_COLOR, CANDIDATE_COLOR, NEUTRAL, QUADRANT_COLORS, SIGNAL_COLOR, as_runs, require,
-                    run_colors)
+                    run_colors, split_colors)
 
 
 def _figure(width=9.0, height=4.5, ncols=1, nrows=1, **kw):
@@ -259,12 +259,20 @@ CURVES = [("mean_score", "mean score"), ("pass_at_1", "pass@1"), ("tool_calls_me
 
 
 def training_curves(by_step: pd.DataFrame) -> Figure:
-    """Metrics against training step (from ``by_step``)."""
+    """Metrics against training step (from ``by_step``): one line per split; a run without a
+    step (a base model) is a hollow marker at step 0."""
     by_step = require(by_step, "training curves")
-    fig, axes = _figure(10, 5.5, ncols=3, nrows=2)
+    fig, axes = _figure(10, 5.8, ncols=3, nrows=2)
+    colors = split_colors(list(by_step.split.unique()))
     for ax, (col, label) in zip(axes.ravel(), CURVES):
-        ax.plot(by_step.step, by_step[col], marker="o", color=BASE_COLOR)
+        for split, df in by_step.groupby("split", sort=False):
+            ax.plot(df.step, df[col], marker="o", color=colors[split], label=split)
+            unknown = df[~df.step_known]
+            ax.plot(unknown.step, unknown[col], marker="o", linestyle="", markerfacecolor="white",
+                    color=colors[split])
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("training step")
-    fig.suptitle(f"Along training ({len(by_step)} checkpoints)")
+    axes[0][0].legend(title="split", fontsize=8)
+    note = " (hollow: no step, drawn at 0)" if (~by_step.step_known).any() else ""
+    fig.suptitle(f"Along training ({len(by_step)} checkpoints, one line per split){note}")
     return fig

@@ -23,6 +23,14 @@ def run_colors(runs: list[str]) -> dict[str, str]:
     return {run: palette[i % len(palette)] for i, run in enumerate(runs)}
 
 
+def split_colors(splits: list[str]) -> dict[str, str]:
+    """Validation in the base color, training in the candidate color, anything else after."""
+    known = {"valid": BASE_COLOR, "validation": BASE_COLOR, "eval": BASE_COLOR, "test": BASE_COLOR,
+             "train": CANDIDATE_COLOR}
+    others = iter(OTHER_COLORS * (len(splits) // len(OTHER_COLORS) + 1))
+    return {s: known.get(str(s).lower()) or next(others) for s in splits}
+
+
 class EmptyDataError(ValueError):
     pass
 
