@@ -4,6 +4,9 @@ from __future__ import annotations
 import pytest
 
 import rolloutlab as rl
+from hypothesis import given
+from hypothesis import strategies as st
+from mutations import SETTINGS, assert_ingest_survives, mutated_document, mutated_jsonl, mutated_zip, read_jsonl
 from conftest import FIXTURES
 
 PATH = FIXTURES / "buildhours" / "run-1" / "results.jsonl"
@@ -49,3 +52,25 @@ def test_summary_excludes_the_errored_rollouts(con):
     s = rl.summary(con, "gpt-x").iloc[0]
     assert (s.rollouts, s.n_infra_error, s.n_model_error, s.n_excluded) == (3, 1, 1, 1)
     assert s.mean_score == pytest.approx((0.8 + 0.0) / 2)  # the model error counts as 0
+
+
+def test_a_grader_that_returned_nothing(con, tmp_path):
+    import json
+
+    line = {"sample_index": 7, "trace": [], "final_message_text": "$1", "metrics": {"answer": 1.0, "judge": None},
+            "grader_durations": {"answer": 0.25, "judge": 30.0}, "error": None, "duration_seconds": 4.0}
+    never = {"sample_index": 8, "trace": [], "final_message_text": None, "metrics": {}, "error": None}
+    path = tmp_path / "run-2" / "results.jsonl"
+    path.parent.mkdir()
+    path.write_text(json.dumps(line) + "\n" + json.dumps(never) + "\n")
+    assert rl.ingest(con, path).loc[0, ["loaded", "rejected"]].tolist() == [2, 0]
+    rows = con.execute("SELECT sample_id, status, score FROM rollouts ORDER BY 1").fetchall()
+    assert rows == [("7", "infra_error", 1.0), ("8", "ungraded", None)]
+    grades = con.execute("SELECT grader, score, latency_s, error FROM grades ORDER BY 1").fetchall()
+    assert grades == [("answer", 1.0, 0.25, None), ("judge", None, 30.0, "the grader returned no value")]
+
+
+@given(mutated_jsonl(read_jsonl(PATH)))
+@SETTINGS
+def test_mutated_results_never_crash(data):
+    assert_ingest_survives(data, "results.jsonl", "buildhours")

@@ -67,7 +67,7 @@ def test_an_error_mid_way_leaves_the_database_as_it_was(con, monkeypatch, tmp_pa
     monkeypatch.setattr(native, "load", load_then_fail)
     second = tmp_path / "second.jsonl"
     second.write_text('{"run": "x", "sample_id": "s", "score": 1}\n')
-    with pytest.raises(RuntimeError, match="disk full"):
+    with pytest.raises(rl.IngestFailed, match=r"second.jsonl: could not be loaded \(RuntimeError: disk full\)"):
         rl.ingest(con, [GOOD, second])
     assert len(calls) == 2  # the first file was loaded, then rolled back
     assert con.execute(COUNTS).fetchone() == before

@@ -7,9 +7,19 @@ import zipfile
 import pytest
 
 import rolloutlab as rl
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rolloutlab import config
+from mutations import SETTINGS, assert_ingest_survives, mutated_document, mutated_jsonl, mutated_zip, read_jsonl
+from conftest import FIXTURES
 
 EVAL = "2025-02-11T15-18-04-05-00_popularity_mj7khqpMM4GBCfVQozKgzB.eval"
+# written by inspect_ai 0.3.285 itself (tests/fixtures/README.md): every member zstd-compressed
+ZSTD_EVAL = FIXTURES / "inspect" / "revenue-zstd.eval"
 BROWSER = "2025-05-12T20-27-36-04-00_browser.json"
+
+REAL = pytest.mark.skipif(not config.real_data_dir().is_dir(), reason="real logs not found (../shared/data/real)")
 
 
 def test_real_eval_file(real_dir, con):
@@ -39,6 +49,44 @@ def test_real_json_with_tool_calls(real_dir, con):
                    pytest.approx(s["total_time"]), 1.0)
     tools = [r[0] for r in con.execute("SELECT tool FROM tool_calls ORDER BY call_idx").fetchall()]
     assert tools[0] == "web_browser_go"
+
+
+def test_zstd_eval_from_a_current_inspect_ai(con):
+    """3 samples x 2 epochs of a mock model that looks a revenue up, then answers; scorers match
+    and includes. Expected values from the script that wrote the file (answers alternate)."""
+    with zipfile.ZipFile(ZSTD_EVAL) as zf:
+        assert {i.compress_type for i in zf.infolist()} == {93}
+    assert rl.detect_format(ZSTD_EVAL) == "inspect"
+    result = rl.ingest(con, ZSTD_EVAL)
+    assert result.loc[0, ["format", "records", "loaded", "rejected"]].tolist() == ["inspect", 6, 6, 0]
+    rows = con.execute("""SELECT sample_id, attempt, score, final_answer, n_tool_calls, n_turns, input_tokens,
+                                 output_tokens FROM rollouts ORDER BY attempt, sample_id""").fetchall()
+    # output i of the mock: a lookup call (input 50 + i, output 10), then an answer (input 80 + i, output 5)
+    want = []
+    for i, (attempt, sample) in enumerate((a, s) for a in (0, 1) for s in ("q0", "q1", "q2")):
+        right = i % 2 == 0
+        want.append((f"revenue:{sample}", attempt, 1.0 if right else 0.0, "$28.9M" if right else "$17.7M",
+                     1, 1, 130 + 2 * i, 15))
+    assert rows == want
+    grades = con.execute("SELECT grader, count(*), sum(score) FROM grades GROUP BY grader ORDER BY grader").fetchall()
+    assert grades == [("includes", 6, 3.0), ("match", 6, 3.0)]
+    calls = con.execute("SELECT DISTINCT tool, arguments->>'company' FROM tool_calls ORDER BY 2").fetchall()
+    assert calls == [("lookup", "co0"), ("lookup", "co1"), ("lookup", "co2")]
+    assert rl.runs(con).run.tolist() == ["mockllm/model"]
+
+
+def test_corrupt_zstd_sample_is_rejected_and_the_rest_loads(con, tmp_path):
+    raw = bytearray(ZSTD_EVAL.read_bytes())
+    with zipfile.ZipFile(ZSTD_EVAL) as zf:
+        info = zf.getinfo("samples/q1_epoch_1.json")
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    raw[start + 20: start + 40] = b"\x00" * 20
+    broken = tmp_path / "broken.eval"
+    broken.write_bytes(bytes(raw))
+    result = rl.ingest(con, broken)
+    assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [6, 5, 1]
+    reason = con.execute("SELECT reason FROM rejects").fetchone()[0]
+    assert reason.startswith("sample q1 epoch 1: samples/q1_epoch_1.json in the zip is unreadable (MemberError")
 
 
 def test_every_real_file_loads(real_dir, con):
@@ -95,3 +143,25 @@ def test_score_values():
 
     assert [score_value(v) for v in ("C", "P", "I", "N", "c", 0.25, True, "0.75", "x", None)] == \
         [1.0, 0.5, 0.0, 0.0, 1.0, 0.25, 1.0, 0.75, None, None]
+
+
+@REAL
+@given(data=st.data())
+@SETTINGS
+def test_mutated_real_json_logs_never_crash(data):
+    doc = json.loads((config.real_data_dir() / "inspect" / "2025-05-12T20-28-13-04-00_popularity.json").read_text())
+    assert_ingest_survives(data.draw(mutated_document(doc)), "log.json", "inspect")
+
+
+@pytest.mark.parametrize("which", ["real deflate", "zstd fixture"])
+@given(data=st.data())
+@SETTINGS
+def test_mutated_eval_zips_never_crash(which, data):
+    path = ZSTD_EVAL if which == "zstd fixture" else config.real_data_dir() / "inspect" / EVAL
+    if not path.exists():
+        pytest.skip(f"real logs not found at {config.real_data_dir()}")
+    from rolloutlab.ingest.ziparchive import Archive
+
+    with Archive(path) as archive:
+        members = {n: json.loads(archive.read(n)) for n in archive.names() if n.endswith(".json")}
+    assert_ingest_survives(data.draw(mutated_zip(members)), "log.eval", "inspect")

@@ -8,6 +8,9 @@ from datetime import datetime
 import pytest
 
 import rolloutlab as rl
+from hypothesis import given
+from hypothesis import strategies as st
+from mutations import SETTINGS, assert_ingest_survives, mutated_document, mutated_jsonl, mutated_zip, read_jsonl
 from conftest import FIXTURES
 
 GOOD = FIXTURES / "native" / "good.jsonl"
@@ -155,3 +158,44 @@ def test_run_split_step_overrides(con, tmp_path):
     assert result.loc[0, "loaded"] == 3
     assert con.execute("SELECT DISTINCT run_id FROM rollouts").fetchall() == [("mine",)]
     assert one(con, "SELECT step, split FROM runs") == (3, "train")
+
+
+def test_a_failed_grader_loads_with_its_rollout(con, tmp_path):
+    """A grade with a null score is a grader that failed: loaded (score NULL, error kept), never a
+    reason to reject; a rollout without a status becomes infra_error, one with a status keeps it."""
+    records = [
+        {"rollout_id": "a", "run": "r", "sample_id": "s1", "status": "infra_error",
+         "grades": [{"grader": "answer", "score": None}]},
+        {"rollout_id": "b", "run": "r", "sample_id": "s2",
+         "grades": [{"grader": "tests", "score": 1.0, "weight": 3},
+                    {"grader": "judge", "score": None, "error": "HTTP 503", "latency_s": 30.0}]},
+        {"rollout_id": "c", "run": "r", "sample_id": "s3", "status": "ok",
+         "grades": [{"grader": "tests", "score": 0.5, "weight": 1}, {"grader": "judge", "score": 1.0, "weight": 3,
+                                                                     "latency_s": 2.5}]},
+    ]
+    path = tmp_path / "graded.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = rl.ingest(con, path)
+    assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [3, 3, 0]
+    got = {r[0]: r[1:] for r in con.execute("SELECT rollout_id, status, score FROM rollouts").fetchall()}
+    # b: the weighted mean of the grades that answered (the failed one does not count as 0)
+    assert got == {"a": ("infra_error", None), "b": ("infra_error", 1.0), "c": ("ok", (0.5 + 3.0) / 4)}
+    grades = con.execute("SELECT rollout_id, grader, score, error, latency_s FROM grades ORDER BY 1, 2").fetchall()
+    assert grades == [("a", "answer", None, None, None), ("b", "judge", None, "HTTP 503", 30.0),
+                      ("b", "tests", 1.0, None, None), ("c", "judge", 1.0, None, 2.5), ("c", "tests", 0.5, None, None)]
+    s = rl.summary(con, "r").iloc[0]
+    assert (s.rollouts, s.n_infra_error, s.n_excluded, s.mean_score) == (3, 2, 2, 0.875)
+
+
+def test_an_integer_too_large_is_rejected_not_nulled(con, tmp_path):
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"run": "r", "sample_id": "s", "score": 1, "attempt": 99999999999999999999}\n')
+    rl.ingest(con, path)
+    assert one(con, "SELECT reason FROM rejects")[0] == \
+        "field 'attempt' must be an integer, got number 99999999999999999999"
+
+
+@given(mutated_jsonl(read_jsonl(FIXTURES / "native" / "good.jsonl")))
+@SETTINGS
+def test_mutated_native_lines_never_crash(data):
+    assert_ingest_survives(data, "mutated.jsonl", "native")

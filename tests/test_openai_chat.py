@@ -1,7 +1,14 @@
 """Chat transcripts: tool calls of one assistant message share a turn; samples named by prompt."""
 from __future__ import annotations
 
+import json
+
+import pytest
+
 import rolloutlab as rl
+from hypothesis import given
+from hypothesis import strategies as st
+from mutations import SETTINGS, assert_ingest_survives, mutated_document, mutated_jsonl, mutated_zip, read_jsonl
 from conftest import FIXTURES
 
 PATH = FIXTURES / "chat" / "chats.jsonl"
@@ -20,3 +27,9 @@ def test_transcripts(con):
     assert reasons == {3: 'line 3: field \'score\' must be a number, got string "great"',
                        4: "line 4: missing 'messages' (a list of chat messages)"}
     assert con.execute("SELECT count(*) FROM messages").fetchone()[0] == 6 + 2
+
+
+@given(mutated_jsonl(read_jsonl(FIXTURES / "chat" / "chats.jsonl")))
+@SETTINGS
+def test_mutated_transcripts_never_crash(data):
+    assert_ingest_survives(data, "chats.jsonl", "openai-chat")

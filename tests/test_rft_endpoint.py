@@ -2,12 +2,16 @@
 infra failures, conflicts; assembled rollouts checked field by field."""
 from __future__ import annotations
 
+import json
 import random
 from datetime import datetime
 
 import pytest
 
 import rolloutlab as rl
+from hypothesis import given
+from hypothesis import strategies as st
+from mutations import SETTINGS, assert_ingest_survives, mutated_document, mutated_jsonl, mutated_zip, read_jsonl
 from conftest import FIXTURES
 
 RFT = FIXTURES / "rft"
@@ -96,3 +100,54 @@ def test_reingest_is_idempotent_and_a_changed_file_reassembles(con, tmp_path):
 def test_format_detection():
     for f in FILES:
         assert rl.detect_format(f) == "rft-endpoint"
+
+
+def test_a_failed_grader_is_an_infra_error_not_a_reject(con, tmp_path):
+    events = [
+        {"event": "tool", "rollout_id": "g1", "tool": "search", "started_at": "2025-12-09T10:00:00Z",
+         "ended_at": "2025-12-09T10:00:01Z", "http_status": 200},
+        # the grader endpoint timed out: no score at all
+        {"event": "grade", "rollout_id": "g1", "run": "train", "sample_id": "q1", "http_status": 504,
+         "error": "grader timed out", "ts": "2025-12-09T10:00:05Z"},
+        # one of two graders did not answer; no event field: kind from rollout_id + sample_id
+        {"rollout_id": "g2", "run": "train", "sample_id": "q2", "grades": {"tests": 1.0, "judge": None},
+         "ts": "2025-12-09T10:00:05Z"},
+        {"rollout_id": "g3", "run": "train", "sample_id": "q3", "score": 0.5, "ts": "2025-12-09T10:00:05Z"},
+    ]
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    result = rl.ingest(con, path, format="rft-endpoint")
+    assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [4, 4, 0]
+    got = {r[0]: r[1:] for r in con.execute("SELECT rollout_id, status, score, error FROM rollouts").fetchall()}
+    assert got == {"g1": ("infra_error", None, "grader grader: grader timed out"),
+                   "g2": ("infra_error", 1.0, "grader judge: no score"), "g3": ("ok", 0.5, None)}
+    grades = con.execute("SELECT rollout_id, grader, score, error FROM grades ORDER BY 1, 2").fetchall()
+    assert grades == [("g1", "grader", None, "grader timed out"), ("g2", "judge", None, "no score"),
+                      ("g2", "tests", 1.0, None)]
+
+
+@pytest.mark.parametrize("name", ["grades.jsonl", "tools.jsonl"])
+@given(data=st.data())
+@SETTINGS
+def test_mutated_endpoint_logs_never_crash(name, data):
+    assert_ingest_survives(data.draw(mutated_jsonl(read_jsonl(RFT / name))), name, "rft-endpoint")
+
+
+def test_an_ungraded_rollout_belongs_to_the_run_running_when_it_started(con, tmp_path):
+    def tool(rid, start):
+        return {"rollout_id": rid, "tool": "search", "started_at": f"2025-12-09T{start}:00Z",
+                "ended_at": f"2025-12-09T{start}:30Z", "http_status": 200}
+
+    def grade(rid, run, ts):
+        return {"rollout_id": rid, "run": run, "sample_id": rid, "score": 1.0, "ts": f"2025-12-09T{ts}:50Z"}
+
+    tools = [tool("a1", "10:00"), tool("a2", "10:05"), tool("b1", "11:00"), tool("b2", "11:05"),
+             tool("lost-in-a", "10:02"), tool("lost-in-b", "11:03")]
+    grades = [grade("a1", "step1", "10:01"), grade("a2", "step1", "10:06"),
+              grade("b1", "step2", "11:01"), grade("b2", "step2", "11:06")]
+    (tmp_path / "tools.jsonl").write_text("".join(json.dumps(e) + "\n" for e in tools))
+    (tmp_path / "grades.jsonl").write_text("".join(json.dumps(e) + "\n" for e in grades))
+    rl.ingest(con, [tmp_path / "tools.jsonl", tmp_path / "grades.jsonl"], format="rft-endpoint")
+    got = dict(con.execute("SELECT rollout_id, run_id FROM rollouts WHERE status = 'ungraded'").fetchall())
+    assert got == {"lost-in-a": "step1", "lost-in-b": "step2"}
+    assert rl.runs(con).set_index("run").without_sample.to_dict() == {"step1": 1, "step2": 1}

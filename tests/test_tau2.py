@@ -6,8 +6,14 @@ import json
 import pytest
 
 import rolloutlab as rl
+from hypothesis import given
+from hypothesis import strategies as st
+from rolloutlab import config
+from mutations import SETTINGS, assert_ingest_survives, mutated_document, mutated_jsonl, mutated_zip, read_jsonl
 
 AIRLINE = "gpt-4.1_airline_default_gpt-4.1_1trials.json"
+
+REAL = pytest.mark.skipif(not config.real_data_dir().is_dir(), reason="real logs not found (../shared/data/real)")
 
 
 def test_real_airline_base(real_dir, con):
@@ -111,3 +117,12 @@ def test_truncated_file_keeps_whole_simulations(con, tmp_path):
     loaded = result.loc[0, "loaded"]
     assert 3 <= loaded < 6 and result.loc[0, "rejected"] == 1
     assert con.execute("SELECT reason FROM rejects").fetchone()[0].startswith(f"simulation {loaded}: invalid JSON at line")
+
+
+@REAL
+@given(data=st.data())
+@SETTINGS
+def test_mutated_real_results_never_crash(data):
+    doc = json.loads((config.real_data_dir() / "tau2-sft" / "gpt-4.1_airline_default_gpt-4.1_1trials.json").read_text())
+    doc = {**doc, "tasks": doc["tasks"][:2], "simulations": doc["simulations"][:2]}
+    assert_ingest_survives(data.draw(mutated_document(doc)), "results.json", "tau2")

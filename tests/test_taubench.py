@@ -6,6 +6,12 @@ import json
 import pytest
 
 import rolloutlab as rl
+from hypothesis import given
+from hypothesis import strategies as st
+from rolloutlab import config
+from mutations import SETTINGS, assert_ingest_survives, mutated_document, mutated_jsonl, mutated_zip, read_jsonl
+
+REAL = pytest.mark.skipif(not config.real_data_dir().is_dir(), reason="real logs not found (../shared/data/real)")
 
 
 def raw(real_dir):
@@ -75,3 +81,11 @@ def test_bad_records_are_rejected_with_their_location(con, tmp_path):
     assert reasons == {2: "record 1 (task 2, trial 0): field 'reward' must be a number, got string \"high\"",
                        3: "record 2 (task None, trial 1): missing required field 'task_id'",
                        4: "record 3: not a JSON object"}
+
+
+@REAL
+@given(data=st.data())
+@SETTINGS
+def test_mutated_real_results_never_crash(data):
+    records = json.loads((config.real_data_dir() / "tau-bench" / "gpt-4o-airline.json").read_text())[:3]
+    assert_ingest_survives(data.draw(mutated_document(records)), "results.json", "tau-bench")

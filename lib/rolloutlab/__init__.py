@@ -10,6 +10,13 @@ from .store import DatabaseLockedError, SchemaVersionError, StoreError, connect,
 
 __version__ = "0.1.0"
 
+# Log text is full of dollar amounts ("$28.9M"); in JupyterLab, a DataFrame holding two of them
+# would be typeset as math between the two "$". Mark DataFrame HTML so MathJax leaves it alone.
+import pandas as _pd  # noqa: E402
+
+_pd.set_option("display.html.use_mathjax", False)
+_pd.set_option("styler.html.mathjax", False)
+
 # Heavy (plotly) names load on first use, so that `import rolloutlab` and the CLI stay light.
 _LAZY = {"build_report": "report", "write_report": "report", "plots": None}
 

@@ -123,7 +123,8 @@ def _training(con, pi) -> str:
     stepped = [r for r, s in con.execute("SELECT label, step FROM runs").fetchall() if s is not None]
     if len(stepped) < 2:
         return "<h2>Training curves</h2><p class='note'>Fewer than two runs carry a training step.</p>"
-    return "<h2>Training curves</h2>" + _figure(pi.training_curves(by_step(con, stepped)))
+    return ("<h2>Training curves</h2><p class='note'>One line per split; a run without a step (the base) "
+            "is an open marker at step 0.</p>" + _figure(pi.training_curves(by_step(con))))
 
 
 def _methods(con, base, candidate, n_boot) -> str:

@@ -196,6 +196,8 @@ def attempts_html(rows: pd.DataFrame, runs: list[str]) -> str:
     return f"<div class='rl-compare' style='display:flex;gap:24px'>{''.join(cols)}</div>"
 
 
+NO_MATH = "tex2jax_ignore mathjax_ignore"  # log text holds dollar amounts: never typeset it as math
+
 STYLE = """<style>
 .rl-table{border-collapse:collapse;font-size:12px}.rl-table td,.rl-table th{border-bottom:1px solid #ddd;padding:2px 6px}
 .rl-bar{position:absolute;height:5px;font-size:9px;color:#fff;overflow:hidden;white-space:nowrap;min-height:16px;line-height:16px}
@@ -228,7 +230,7 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
         f = state["filters"]
         rows, total = page(con, f)
         state["total"] = total
-        table.value = STYLE + table_html(rows, total, f)
+        table.value = f"{STYLE}<div class='{NO_MATH}'>{table_html(rows, total, f)}</div>"
         pick.options = [(f"{r.run} · {r.sample_id} · #{r.attempt} · {r.score}", r.rollout_id)
                         for r in rows.itertuples()]
 
@@ -258,7 +260,7 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
         body = trajectory_html(t)
         if compare.value:
             body = attempts_html(attempts(con, t.rollout["sample_id"], list(run_pick.value)), list(run_pick.value)) + body
-        detail.value = STYLE + body
+        detail.value = f"{STYLE}<div class='{NO_MATH}'>{body}</div>"
 
     for widget in (run_pick, score, status, calls, search, sort, desc):
         widget.observe(on_filter, names="value")

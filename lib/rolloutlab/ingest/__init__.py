@@ -119,6 +119,9 @@ def ingest(con: duckdb.DuckDBPyConnection, paths: Iterable[str | os.PathLike] | 
                 rows.append(_ingest_file(con, path, format, run, split, step))
             except (IngestError, store.StoreError):
                 raise
+            except OSError as exc:
+                raise IngestFailed(f"{path}: {exc}. Nothing was written: the whole ingest was rolled back. "
+                                   "Check the file, its permissions and free disk space, then ingest again.") from exc
             except Exception as exc:  # bad input must never surface as a traceback
                 raise IngestFailed(
                     f"{path}: could not be loaded ({type(exc).__name__}: {str(exc)[:300]}). Nothing was "

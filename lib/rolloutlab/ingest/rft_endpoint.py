@@ -180,6 +180,15 @@ def assemble_sql() -> list[str]:
                    string_agg(CASE WHEN outcome <> 'ok' THEN tool || ': ' || coalesce(error, 'HTTP ' || http_status, status) END, '; ')
                        AS errors
             FROM _rl_calls GROUP BY rollout_id),
+        run_spans AS (  -- when each run's graded rollouts ran: training steps follow one another
+            SELECT g.run, min(coalesce(f.first_start, g.started_at, g.ts)) AS span_start, max(g.ts) AS span_end
+            FROM endpoint_events g LEFT JOIN (SELECT rollout_id, min(started_at) AS first_start FROM endpoint_events
+                                              WHERE kind = 'tool' GROUP BY rollout_id) f USING (rollout_id)
+            WHERE g.kind = 'grade' AND g.run IS NOT NULL GROUP BY g.run),
+        timed_run AS (  -- an ungraded rollout belongs to the run that was running when it started
+            SELECT c.rollout_id, arg_max(s.run, s.span_start) AS run
+            FROM calls c JOIN run_spans s ON c.first_start BETWEEN s.span_start AND s.span_end
+            GROUP BY c.rollout_id),
         usual_run AS (  -- the run most graded rollouts of a file belong to
             SELECT source_id, mode(run) AS run FROM endpoint_events WHERE kind = 'grade' GROUP BY source_id),
         any_run AS (SELECT mode(run) AS run FROM endpoint_events WHERE kind = 'grade'),
@@ -189,7 +198,7 @@ def assemble_sql() -> list[str]:
         ids AS (SELECT rollout_id FROM _rl_affected WHERE rollout_id IN (SELECT rollout_id FROM calls)
                                                       OR rollout_id IN (SELECT rollout_id FROM _rl_grade))
         SELECT i.rollout_id,
-               coalesce($run, g.run, c.run, u.run, (SELECT run FROM any_run), 'unknown') AS run_id,
+               coalesce($run, g.run, c.run, t.run, u.run, (SELECT run FROM any_run), 'unknown') AS run_id,
                coalesce(g.sample_id, c.sample_id) AS sample_id,
                NULL AS attempt,
                coalesce(g.started_at, c.first_start) AS started_at,
@@ -203,7 +212,8 @@ def assemble_sql() -> list[str]:
                NULL, NULL, NULL, NULL, nullif(concat_ws('; ', c.errors, m.errors), ''),
                coalesce(g.source_id, c.source_id), coalesce(g.line_no, c.line_no)
         FROM ids i LEFT JOIN _rl_grade g USING (rollout_id) LEFT JOIN calls c USING (rollout_id)
-        LEFT JOIN mean_grade m USING (rollout_id) LEFT JOIN usual_run u ON u.source_id = c.source_id""",
+        LEFT JOIN mean_grade m USING (rollout_id) LEFT JOIN usual_run u ON u.source_id = c.source_id
+        LEFT JOIN timed_run t USING (rollout_id)""",
         """UPDATE rollouts SET attempt = a.attempt FROM (
             SELECT rollout_id, row_number() OVER (PARTITION BY run_id, sample_id ORDER BY started_at NULLS LAST, rollout_id) - 1
                    AS attempt
