@@ -40,7 +40,7 @@ def test_rejects_command(db_path, capsys):
 
 def test_a_loader_defect_is_no_traceback(db_path, capsys, monkeypatch):
     """A file that breaks a loader: exit 1, the file named, what to do; nothing written."""
-    from rolloutlab.ingest import native
+    from rolloutlab.ingest.formats import native
 
     assert main(["ingest", GOOD, "--db", str(db_path)]) == 0
     capsys.readouterr()

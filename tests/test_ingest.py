@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 import rolloutlab as rl
-from rolloutlab.ingest import native
+from rolloutlab.ingest.formats import native
 from conftest import FIXTURES
 
 GOOD = FIXTURES / "native" / "good.jsonl"
@@ -81,7 +81,7 @@ def test_a_kill_mid_way_leaves_the_database_as_it_was(db_path):
     # A process that loads GOOD, then dies without any cleanup while loading the second file.
     script = textwrap.dedent(f"""
         import os, rolloutlab as rl
-        from rolloutlab.ingest import native
+        from rolloutlab.ingest.formats import native
         real = native.load
         def load(ctx):
             if ctx.path.name == 'second.jsonl':

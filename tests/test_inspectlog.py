@@ -139,7 +139,7 @@ def test_unreadable_scores_and_truncated_json(real_dir, con, tmp_path):
 
 
 def test_score_values():
-    from rolloutlab.ingest.inspectlog import score_value
+    from rolloutlab.ingest.formats.inspectlog import score_value
 
     assert [score_value(v) for v in ("C", "P", "I", "N", "c", 0.25, True, "0.75", "x", None)] == \
         [1.0, 0.5, 0.0, 0.0, 1.0, 0.25, 1.0, 0.75, None, None]

@@ -34,7 +34,7 @@ def test_other_schema_version_says_what_to_do(db_path):
     c = rl.connect(db_path)
     c.execute("UPDATE rolloutlab_meta SET value = '99' WHERE key = 'schema_version'")
     c.close()
-    with pytest.raises(rl.SchemaVersionError, match=r"schema version 99; this rolloutlab uses version 3\. "
+    with pytest.raises(rl.SchemaVersionError, match=r"schema version 99; this rolloutlab uses version 4\. "
                                                      r"Re-ingest your logs into a new file"):
         rl.connect(db_path)
 
@@ -91,6 +91,8 @@ def test_version_1_is_upgraded_in_place(db_path):
     c = rl.connect(db_path)
     # back to version 1: no endpoint_events; grades without error / latency; every rollout has a sample
     c.execute("DROP TABLE endpoint_events")
+    c.execute("DROP TABLE training_metrics")
+    c.execute("DROP TABLE training_jobs")
     c.execute("ALTER TABLE grades DROP COLUMN error")
     c.execute("ALTER TABLE grades DROP COLUMN latency_s")
     c.execute("ALTER TABLE rollouts ALTER COLUMN sample_id SET NOT NULL")
@@ -100,7 +102,8 @@ def test_version_1_is_upgraded_in_place(db_path):
     with pytest.raises(rl.SchemaVersionError, match="Open it once for writing to upgrade it in place"):
         rl.connect(db_path, read_only=True)
     c = rl.connect(db_path)
-    assert c.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    assert c.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone() == ("4",)
+    assert c.execute("SELECT count(*) FROM training_metrics").fetchone() == (0,)
     assert c.execute("SELECT count(*) FROM endpoint_events").fetchone() == (0,)
     assert c.execute("SELECT sample_id FROM rollouts").fetchall() == [(None,)]
     c.execute("INSERT INTO grades (rollout_id, grader, error, latency_s) VALUES ('r1', 'judge', 'HTTP 503', 2.5)")

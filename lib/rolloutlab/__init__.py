@@ -2,7 +2,7 @@
 from .catalog import rejects, runs, sources
 from .ingest import IngestError, IngestFailed, detect_format, ingest
 from .metrics import (UnknownRunError, latency, latency_ecdf, rollout_table, sample_stats, signal_plan, summary,
-                      tool_pairs, tool_stats)
+                      tool_pairs, tool_stats, training_jobs, training_metrics)
 from .readiness import check
 from .compare import by_step, compare, distribution_shift, sample_deltas, shift_test
 from .widgets import explore
@@ -35,7 +35,7 @@ __all__ = [
     "ingest", "detect_format", "IngestError", "IngestFailed",
     "runs", "sources", "rejects",
     "summary", "sample_stats", "signal_plan", "tool_stats", "tool_pairs", "latency", "latency_ecdf",
-    "rollout_table", "UnknownRunError",
+    "rollout_table", "UnknownRunError", "training_metrics", "training_jobs",
     "check",
     "compare", "sample_deltas", "distribution_shift", "shift_test", "by_step",
     "explore", "build_report", "write_report", "plots",

@@ -11,7 +11,7 @@ import duckdb
 
 from . import config
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 STATUSES = ("ok", "model_error", "infra_error", "truncated", "ungraded")
 
@@ -60,6 +60,19 @@ ENDPOINT_EVENTS_DDL = """CREATE TABLE IF NOT EXISTS endpoint_events (
     reference VARCHAR)"""
 SCHEMA_DDL.append(ENDPOINT_EVENTS_DDL)
 
+# Step-level metrics a trainer reports (OpenAI fine-tuning job events and checkpoints, ART
+# history), beside the rollouts; and the jobs they belong to (version 4). ``grader`` is '' for
+# whole-run metrics.
+TRAINING_DDL = [
+    """CREATE TABLE IF NOT EXISTS training_metrics (
+        job VARCHAR NOT NULL, step INTEGER, split VARCHAR, grader VARCHAR NOT NULL, metric VARCHAR NOT NULL,
+        value DOUBLE, source_id INTEGER)""",
+    """CREATE TABLE IF NOT EXISTS training_jobs (
+        job VARCHAR NOT NULL, model VARCHAR, fine_tuned_model VARCHAR, method VARCHAR, status VARCHAR,
+        hyperparameters JSON, meta JSON, source_id INTEGER)""",
+]
+SCHEMA_DDL.extend(TRAINING_DDL)
+
 # version -> statements that bring a database of that version to the next one
 MIGRATIONS = {
     1: [ENDPOINT_EVENTS_DDL],
@@ -68,6 +81,7 @@ MIGRATIONS = {
     2: ["ALTER TABLE grades ADD COLUMN error VARCHAR", "ALTER TABLE grades ADD COLUMN latency_s DOUBLE",
         "ALTER TABLE rollouts ALTER COLUMN sample_id DROP NOT NULL",
         "UPDATE rollouts SET sample_id = NULL WHERE sample_id = '(unknown)'"],
+    3: TRAINING_DDL,
 }
 
 # Tables whose rows belong to one rollout, deleted with it.

@@ -1,8 +1,8 @@
 """Ingest: files -> canonical tables, one transaction per call, bad records -> ``rejects``.
 
-Each input format is one module with ``FORMAT``, ``sniff(first_record) -> bool`` and
-``load(ctx) -> LoadResult``; this module picks the format, tracks sources and keeps re-ingest
-idempotent.
+Each input format is one module of ``ingest/formats/`` with ``FORMAT``, ``sniff(path, head,
+first_record) -> bool`` and ``load(ctx) -> LoadResult``; this module picks the format, tracks
+sources and keeps re-ingest idempotent.
 """
 from __future__ import annotations
 
@@ -17,13 +17,9 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import config, store
-from . import buildhours, inspectlog, native, openai_chat, rft_endpoint, tau2, taubench
 from .context import LoadContext, LoadResult
+from .formats import FORMATS
 from .lines import STAGED_REJECTS
-
-# Sniffing order matters: the more specific formats first.
-FORMATS = {module.FORMAT: module for module in (rft_endpoint, buildhours, openai_chat, native, taubench, tau2,
-                                                inspectlog)}
 HEAD_BYTES = 1 << 16  # how much of a file sniffing reads
 
 RESULT_COLUMNS = ["path", "format", "action", "source_id", "records", "loaded", "rejected", "reasons"]
@@ -93,6 +89,8 @@ def _delete_source_sql() -> list[str]:
         "DELETE FROM samples WHERE source_id = $sid",
         "DELETE FROM rejects WHERE source_id = $sid",
         "DELETE FROM endpoint_events WHERE source_id = $sid",
+        "DELETE FROM training_metrics WHERE source_id = $sid",
+        "DELETE FROM training_jobs WHERE source_id = $sid",
         "DELETE FROM sources WHERE source_id = $sid",
     ]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .. import config
-from . import native
+from .formats import native
 from .context import LoadContext, LoadResult
 from .lines import STAGED_REJECTS
 

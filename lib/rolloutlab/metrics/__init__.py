@@ -3,7 +3,8 @@ from .common import UnknownRunError, resolve_runs
 from .latency import latency, latency_ecdf
 from .scores import rollout_table, sample_stats, signal_plan, summary
 from .tools import tool_pairs, tool_stats
+from .training import training_jobs, training_metrics
 
 __all__ = ["summary", "sample_stats", "signal_plan", "tool_stats", "tool_pairs", "latency", "latency_ecdf",
-           "rollout_table",
+           "rollout_table", "training_metrics", "training_jobs",
            "resolve_runs", "UnknownRunError"]

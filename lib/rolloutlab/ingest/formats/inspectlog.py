@@ -11,12 +11,12 @@ import json
 import re
 import zipfile
 
-from .chat import convert_messages
-from .context import LoadContext, LoadResult
-from .convert import (BadField, Item, classify_error, dumps, field, guarded, load_items, loads_file, obj,
+from ..chat import convert_messages
+from ..context import LoadContext, LoadResult
+from ..convert import (BadField, Item, classify_error, dumps, field, guarded, load_items, loads_file, obj,
                       lenient_str, preview, text_of)
-from .jsonscan import loads_lenient
-from .ziparchive import Archive
+from ..jsonscan import loads_lenient
+from ..ziparchive import Archive
 
 FORMAT = "inspect"
 LETTERS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}

@@ -7,11 +7,11 @@ first problem, or none; the lines without a reason are inserted.
 """
 from __future__ import annotations
 
-from .. import store
-from ..store import run_sql
-from .context import LoadContext, LoadResult
-from .fields import Field, first_problem_sql, lit, required_checks, struct_type, type_checks
-from .lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, stage_lines
+from ... import store
+from ...store import run_sql
+from ..context import LoadContext, LoadResult
+from ..fields import Field, first_problem_sql, lit, required_checks, struct_type, type_checks
+from ..lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, stage_lines
 
 FORMAT = "native"
 FORMAT_VERSION = 1

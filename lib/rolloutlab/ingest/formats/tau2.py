@@ -9,10 +9,10 @@ reward was never graded (``ungraded``).
 """
 from __future__ import annotations
 
-from .chat import convert_messages
-from .context import LoadContext, LoadResult
-from .convert import Item, field, guarded, lenient_obj, lenient_str, load_items, loads_file, obj
-from .jsonscan import loads_lenient
+from ..chat import convert_messages
+from ..context import LoadContext, LoadResult
+from ..convert import Item, field, guarded, lenient_obj, lenient_str, load_items, loads_file, obj
+from ..jsonscan import loads_lenient
 
 FORMAT = "tau2"
 # tau2's TerminationReason values -> status (the reason itself is kept as stop_reason)

@@ -7,12 +7,12 @@ them. Everything is SQL.
 """
 from __future__ import annotations
 
-from .. import store
-from ..store import run_sql
-from .context import LoadContext, LoadResult
-from .convert import INFRA_MARKERS
-from .fields import Field, first_problem_sql, lit, struct_type, type_checks
-from .lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, stage_lines
+from ... import store
+from ...store import run_sql
+from ..context import LoadContext, LoadResult
+from ..convert import INFRA_MARKERS
+from ..fields import Field, first_problem_sql, lit, struct_type, type_checks
+from ..lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, stage_lines
 
 FORMAT = "rft-endpoint"
 KINDS = ("tool", "grade", "sample")

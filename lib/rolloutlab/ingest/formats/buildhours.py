@@ -8,8 +8,8 @@ null failed: it is kept as a grade without a score, and the rollout is an ``infr
 """
 from __future__ import annotations
 
-from .context import LoadContext, LoadResult
-from .convert import BadField, classify_error, field, jsonl_items, load_items, obj, parse_json_arguments, preview, text_of
+from ..context import LoadContext, LoadResult
+from ..convert import BadField, classify_error, field, jsonl_items, load_items, obj, parse_json_arguments, preview, text_of
 
 FORMAT = "buildhours"
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 
-from .chat import convert_messages
-from .context import LoadContext, LoadResult
-from .convert import field, jsonl_items, load_items
+from ..chat import convert_messages
+from ..context import LoadContext, LoadResult
+from ..convert import field, jsonl_items, load_items
 
 FORMAT = "openai-chat"
 

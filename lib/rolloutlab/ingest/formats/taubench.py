@@ -6,10 +6,10 @@ as ``ungraded``.
 """
 from __future__ import annotations
 
-from .chat import convert_messages
-from .context import LoadContext, LoadResult
-from .convert import Item, field, guarded, load_items, loads_file, obj
-from .jsonscan import loads_lenient
+from ..chat import convert_messages
+from ..context import LoadContext, LoadResult
+from ..convert import Item, field, guarded, load_items, loads_file, obj
+from ..jsonscan import loads_lenient
 
 FORMAT = "tau-bench"
 ID_KINDS = ("string", "integer")

@@ -1,0 +1,238 @@
+"""OpenAI fine-tuning jobs (RFT and Agent RFT): job events, the job object, checkpoints.
+
+What ``GET /v1/fine_tuning/jobs/{id}/events`` (and ``.../checkpoints``, ``GET .../jobs/{id}``)
+return, saved as they come: JSONL with one object per line, or the API's list pages
+(``{"object": "list", "data": [...], "has_more": ...}``, one per file or one per line), newest
+first or in any order. These are step-level metrics, not rollouts: every number of a ``metrics``
+event lands in ``training_metrics`` as (job, step, split, grader, metric, value) — ``train_`` /
+``valid_`` / ``full_valid_`` / ``eval_`` prefixes give the split, per-grader entries the grader,
+and a ``mean_x`` name is written ``x_mean`` so the flat keys (``train_mean_reward``) and the
+structured ones (``scores.train_reward_mean``) meet as one metric (``reward_mean``). Other events
+(messages) are read and counted; they hold no metrics.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from ..context import LoadContext, LoadResult
+from ..convert import BadField, Item, dumps, field, guarded, json_kind, loads_file, obj, preview
+from ..jsonscan import loads_lenient
+from ..lines import STAGED_REJECTS
+
+FORMAT = "openai-finetune"
+EVENT, JOB, CHECKPOINT = "fine_tuning.job.event", "fine_tuning.job", "fine_tuning.job.checkpoint"
+OBJECTS = (EVENT, JOB, CHECKPOINT)
+SPLIT_PREFIXES = (("full_valid_", "valid"), ("valid_", "valid"), ("eval_", "valid"), ("train_", "train"))
+NOT_METRICS = {"step", "total_steps"}
+JOB_ID = re.compile(r"ftjob-[A-Za-z0-9]+")
+
+
+def _object_of(record) -> str | None:
+    if isinstance(record, dict):
+        if record.get("object") == "list" and isinstance(record.get("data"), list) and record["data"]:
+            return _object_of(record["data"][0])
+        return record.get("object")
+    if isinstance(record, list) and record:
+        return _object_of(record[0])
+    return None
+
+
+def sniff(path, head: str, first_record) -> bool:
+    if _object_of(first_record) in OBJECTS:
+        return True
+    # a whole-file JSON (list page or job) does not parse from its first line
+    return path.suffix == ".json" and any(f'"object": "{o}"' in head or f'"object":"{o}"' in head for o in OBJECTS)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def split_metric(key: str, default: str = "train") -> tuple[str, str]:
+    """('valid', 'reward_mean') from 'full_valid_mean_reward'; unprefixed keys are the training
+    step's (``default``)."""
+    split, name = default, key
+    for prefix, which in SPLIT_PREFIXES:
+        if key.startswith(prefix):
+            split, name = which, key[len(prefix):]
+            break
+    if name.startswith("mean_"):
+        name = name[len("mean_"):] + "_mean"
+    return split, name
+
+
+def event_metrics(data: dict) -> dict[tuple[str, str, str], float]:
+    """Every number of a metrics event as {(split, grader, metric): value}. Structured sections
+    first; a flat key that repeats one of them adds nothing."""
+    out: dict[tuple[str, str, str], float] = {}
+
+    def put(key: str, value, grader: str = "", default: str = "train", rename=None):
+        if not _number(value) or key in NOT_METRICS:
+            return
+        split, metric = split_metric(key, default)
+        out.setdefault((split, grader, rename(metric) if rename else metric), float(value))
+
+    def graders(section: dict, where: str, rename=None):
+        entries = section.get("graders")
+        if entries is None:
+            return
+        if not isinstance(entries, list):
+            raise BadField(f"field '{where}.graders' must be a JSON array, got {json_kind(entries)} {preview(entries)}")
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                raise BadField(f"'{where}.graders[{i}]' must be a JSON object, got {preview(entry)}")
+            name = field(entry, "name", "string", f"{where}.graders[{i}].") or f"grader {i}"
+            for key, value in entry.items():
+                put(key, value, grader=name, rename=rename)
+
+    for section in ("scores", "errors", "usage", "timing"):
+        part = obj(data, section)
+        graders(part, section)
+        for key, value in part.items():
+            put(key, value)
+    samples = obj(obj(data, "usage"), "samples", "usage.")
+    for key, value in samples.items():
+        put(key, value)
+    for phase, seconds in obj(obj(data, "timing"), "step", "timing.").items():
+        put(phase, seconds, rename=lambda m: f"step_{m}_seconds")  # the step's phases, in seconds
+    for model, usage in obj(data, "model_graders_token_usage").items():
+        if isinstance(usage, dict):
+            for key, value in usage.items():
+                put(key, value, grader=model, rename=lambda m: f"model_grader_{m}")
+    for key, value in data.items():
+        put(key, value)
+    return out
+
+
+def _documents(ctx: LoadContext) -> list[tuple[str, object]]:
+    """(location, parsed value) of the file: one document (a .json page, job or list), or one per
+    line (JSONL). A value that does not parse is a ``_Broken`` with the reason."""
+    text = loads_file(ctx.path)
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    try:
+        json.loads(first)
+        jsonl = ctx.path.suffix == ".jsonl" or first.strip() != text.strip()
+    except ValueError:
+        jsonl = ctx.path.suffix == ".jsonl"
+    if not jsonl:
+        data, damage = loads_lenient(text, depth=3)
+        docs = [("file", data)] if data is not None else []
+        if damage:  # a page cut off mid-write keeps its complete items
+            docs.append(("end of file", _Broken(damage.describe(), text[-200:])))
+        return docs
+    docs = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            value, damage = loads_lenient(line, depth=0)
+            docs.append((f"line {number}", value if damage is None else _Broken(damage.describe(), line)))
+    return docs
+
+
+def _values(ctx: LoadContext):
+    """(location, value) for every API object of the file; list pages are opened up."""
+    for where, doc in _documents(ctx):
+        if isinstance(doc, _Broken):
+            yield where, doc
+        elif isinstance(doc, dict) and doc.get("object") == "list":
+            items = doc.get("data")
+            if not isinstance(items, list):
+                yield where, _Broken("a list page whose 'data' is not a JSON array", dumps(doc))
+                continue
+            for i, item in enumerate(items):
+                yield f"{where} data[{i}]", item
+        elif isinstance(doc, list):
+            for i, item in enumerate(doc):
+                yield f"{where} [{i}]", item
+        else:
+            yield where, doc
+
+
+class _Broken:
+    def __init__(self, reason: str, raw):
+        self.reason, self.raw = reason, raw
+
+
+def _job_id(ctx: LoadContext, values: list) -> str:
+    if ctx.run:
+        return ctx.run
+    for _, v in values:
+        if isinstance(v, dict) and v.get("object") == JOB and isinstance(v.get("id"), str):
+            return v["id"]
+        if isinstance(v, dict) and v.get("object") == CHECKPOINT and isinstance(v.get("fine_tuning_job_id"), str):
+            return v["fine_tuning_job_id"]
+    found = JOB_ID.search(str(ctx.path))
+    return found.group(0) if found else ctx.path.stem
+
+
+def convert(value, job: str) -> tuple[list[tuple], dict | None]:
+    """(metric rows, job row) of one API object."""
+    if not isinstance(value, dict):
+        raise BadField(f"not a JSON object, got {json_kind(value)} {preview(value)}")
+    kind = value.get("object")
+    if kind == EVENT:
+        if value.get("type") != "metrics":
+            return [], None
+        data = field(value, "data", "object", required=True)
+        step = field(data, "step", "integer", "data.", required=True)
+        return [(job, step, s, g, m, v) for (s, g, m), v in event_metrics(data).items()], None
+    if kind == CHECKPOINT:
+        step = field(value, "step_number", "integer", required=True)
+        metrics = obj(value, "metrics")
+        rows = [(job, step, *split_metric(k), v) for k, v in metrics.items() if _number(v) and k not in NOT_METRICS]
+        return [(j, st, sp, "", m, float(v)) for j, st, sp, m, v in rows], None
+    if kind == JOB:
+        method = obj(value, "method")
+        mtype = field(method, "type", "string", "method.")
+        detail = obj(method, mtype, "method.") if mtype else {}
+        hyper = obj(detail, "hyperparameters", f"method.{mtype}.") or obj(value, "hyperparameters")
+        return [], {"job": field(value, "id", "string") or job, "model": field(value, "model", "string"),
+                    "fine_tuned_model": field(value, "fine_tuned_model", "string"), "method": mtype,
+                    "status": field(value, "status", "string"), "hyperparameters": dumps(hyper),
+                    "meta": dumps({k: value.get(k) for k in ("created_at", "finished_at", "trained_tokens",
+                                                              "eval_id", "seed", "suffix") if k in value})}
+    raise BadField(f"field 'object' must be one of {', '.join(OBJECTS)} (or a list page of them), "
+                   f"got {preview(kind)}")
+
+
+def load(ctx: LoadContext) -> LoadResult:
+    con = ctx.con
+    values = list(_values(ctx))
+    job = _job_id(ctx, values)
+    rows, jobs, rejects = [], [], []
+    for ordinal, (where, value) in enumerate(values, start=1):
+        if isinstance(value, _Broken):
+            rejects.append((ordinal, str(value.raw)[:2000], f"{where}: {value.reason}"))
+            continue
+        item = guarded(where, value, lambda: Item(where, record={"out": convert(value, job)}))
+        if item.record is None:
+            rejects.append((ordinal, dumps(value)[:2000], f"{where}: {item.reason}"))
+            continue
+        metric_rows, job_row = item.record["out"]
+        rows.extend(metric_rows)
+        if job_row:
+            jobs.append(job_row)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_REJECTS} (line_no BIGINT, raw VARCHAR, reason VARCHAR)")
+    if rejects:
+        con.execute(f"INSERT INTO {STAGED_REJECTS} SELECT unnest($l), unnest($r), unnest($why)",
+                    {"l": [r[0] for r in rejects], "r": [r[1] for r in rejects], "why": [r[2] for r in rejects]})
+    insert_training_metrics(con, rows, ctx.source_id)
+    for j in jobs:
+        con.execute("INSERT INTO training_jobs VALUES ($job, $model, $fine_tuned_model, $method, $status, "
+                    "$hyperparameters, $meta, $sid)", {**j, "sid": ctx.source_id})
+    notes = [] if ctx.run else [f"{ctx.path}: job '{job}' (--run to name it)"]
+    if not values:
+        notes.append(f"{ctx.path}: no records in the file: nothing to load")
+    return LoadResult(n_records=len(values), n_rejected=len(rejects), notes=notes)
+
+
+def insert_training_metrics(con, rows: list[tuple], source_id: int) -> None:
+    """(job, step, split, grader, metric, value) rows into ``training_metrics``, one statement."""
+    if not rows:
+        return
+    cols = list(zip(*rows))
+    con.execute("""INSERT INTO training_metrics
+                   SELECT unnest($job), unnest($step), unnest($split), unnest($grader), unnest($metric),
+                          unnest($value), $sid""",
+                {"job": list(cols[0]), "step": list(cols[1]), "split": list(cols[2]), "grader": list(cols[3]),
+                 "metric": list(cols[4]), "value": [float(v) for v in cols[5]], "sid": source_id})
