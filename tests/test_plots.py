@@ -137,3 +137,24 @@ def test_turns_and_usage():
     stats = pd.DataFrame({"tool": ["search", "cat"], "calls_per_rollout": [4.0, 3.0]})
     fig = ps.tool_usage({"b": stats, "c": stats.iloc[:1]})
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["cat", "search"]
+
+
+def test_trainer_curves():
+    metrics = pd.DataFrame({
+        "job": ["j"] * 7, "step": [1, 2, 2, 1, 2, 2, 2],
+        "split": ["train", "train", "valid", "train", "train", "train", "train"],
+        "grader": ["", "", "", "tests", "tests", "tests", ""],
+        "metric": ["reward_mean", "reward_mean", "reward_mean", "reward_mean", "reward_mean",
+                   "python_grader_server_error_mean", "step_sampling_seconds"],
+        "value": [0.1, 0.2, 0.3, 0.15, 0.25, 0.05, 120.0]})
+    fig = ps.trainer_curves(metrics)
+    reward, per_grader, errors, timing = fig.axes[:4]
+    assert [(ln.get_label(), list(ln.get_xdata()), list(ln.get_ydata())) for ln in reward.lines] == [
+        ("train", [1, 2], [0.1, 0.2]), ("valid", [2], [0.3])]
+    assert [ln.get_label() for ln in per_grader.lines] == ["train"]
+    assert [list(ln.get_ydata()) for ln in errors.lines] == [[0.05]]
+    assert [list(ln.get_ydata()) for ln in timing.lines] == [[120.0]]
+    traces = pi.trainer_curves(metrics).data
+    assert [t.name for t in traces] == ["train", "valid", "train", "train", "train"]
+    with pytest.raises(plots.EmptyDataError):
+        ps.trainer_curves(metrics.iloc[0:0])

@@ -60,3 +60,14 @@ def test_opens_offline_in_chromium(browser, report_db, tmp_path):
     assert page.locator(".plotly").count() >= 4
     page.screenshot(path=str(tmp_path / "report.png"))
     page.close()
+
+
+def test_trainer_section(report_db):
+    from conftest import FIXTURES
+
+    assert "No trainer metrics loaded" in rl.build_report(report_db, "base", "cand", n_boot=50, progress=False)
+    rl.ingest(report_db, FIXTURES / "openai-finetune")
+    html = rl.build_report(report_db, "base", "cand", n_boot=50, progress=False)
+    section = html[html.index("<section id='trainer'>"):]
+    section = section[:section.index("</section>")]
+    assert "What the trainer reported" in section and "ftjob-abc123" in section and "sample_parse_error_mean" in section

@@ -13,6 +13,7 @@ from tqdm.auto import tqdm
 
 from . import __version__ as VERSION, config
 from .compare import by_step, compare, distribution_shift, sample_deltas
+from .metrics.training import training_metrics
 from .metrics import latency, latency_ecdf, sample_stats, summary
 from .readiness import check
 from .widgets import esc as _e
@@ -84,6 +85,7 @@ def build_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_bo
             latency_ecdf(con, [base, candidate]), {r: latency(con, r, tool_n_boot=0) for r in (base, candidate)}))),
         ("per sample", lambda: _per_sample(con, base, candidate, pi)),
         ("training", lambda: _training(con, pi)),
+        ("trainer", lambda: _trainer(con, pi)),
         ("methods", lambda: _methods(con, base, candidate, n_boot)),
     ]
     for name, make in tqdm(steps, desc="report", unit="section", disable=disable):
@@ -125,6 +127,16 @@ def _training(con, pi) -> str:
         return "<h2>Training curves</h2><p class='note'>Fewer than two runs carry a training step.</p>"
     return ("<h2>Training curves</h2><p class='note'>One line per split; a run without a step (the base) "
             "is an open marker at step 0.</p>" + _figure(pi.training_curves(by_step(con))))
+
+
+def _trainer(con, pi) -> str:
+    metrics = training_metrics(con)
+    if metrics.empty:
+        return ("<h2>What the trainer reported</h2><p class='note'>No trainer metrics loaded (OpenAI fine-tuning "
+                "job events, checkpoints).</p>")
+    return ("<h2>What the trainer reported</h2><p class='note'>The training job's own step metrics: reward on "
+            "training batches and on validation steps, per grader, grader error rates and step time. "
+            "Validation points exist only on validation steps.</p>" + _figure(pi.trainer_curves(metrics)))
 
 
 def _methods(con, base, candidate, n_boot) -> str:

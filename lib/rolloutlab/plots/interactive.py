@@ -181,3 +181,23 @@ def training_curves(by_step: pd.DataFrame) -> go.Figure:
     fig.update_layout(title=f"Along training ({len(by_step)} checkpoints, one line per split){note}",
                       legend_title_text="split", height=560, **LAYOUT)
     return fig
+
+
+def trainer_curves(metrics: pd.DataFrame) -> go.Figure:
+    """The trainer's own step metrics (``training_metrics``): reward per split, per grader, grader
+    error rates, step timing."""
+    from .static import TRAINER_PANELS, trainer_series
+
+    metrics = require(metrics, "trainer metrics")
+    fig = make_subplots(rows=2, cols=2, subplot_titles=[t for t, _ in TRAINER_PANELS])
+    palette = [BASE_COLOR, CANDIDATE_COLOR] + list(QUADRANT_COLORS.values())
+    for i, (_, panel) in enumerate(TRAINER_PANELS):
+        for j, (label, df) in enumerate(trainer_series(metrics, panel).items()):
+            fig.add_scatter(x=df.step, y=df.value, mode="lines+markers", name=html.escape(label),
+                            line_color=palette[j % len(palette)],
+                            hovertemplate=f"{html.escape(label)} (step %{{x}}): %{{y:.4g}}<extra></extra>",
+                            row=i // 2 + 1, col=i % 2 + 1)
+    fig.update_xaxes(title_text="training step")
+    jobs = ", ".join(html.escape(str(j)) for j in sorted(metrics.job.unique()))
+    fig.update_layout(title=f"What the trainer reported ({jobs})", height=620, **LAYOUT)
+    return fig

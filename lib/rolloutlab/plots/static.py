@@ -276,3 +276,42 @@ def training_curves(by_step: pd.DataFrame) -> Figure:
     note = " (hollow: no step, drawn at 0)" if (~by_step.step_known).any() else ""
     fig.suptitle(f"Along training ({len(by_step)} checkpoints, one line per split){note}")
     return fig
+
+
+# What a trainer reports (``training_metrics``), one panel each: (title, row filter).
+TRAINER_PANELS = [
+    ("reward (all graders)", lambda d: d[(d.metric == "reward_mean") & (d.grader == "")]),
+    ("reward per grader", lambda d: d[(d.metric == "reward_mean") & (d.grader != "")]),
+    ("grader errors (share of samples)", lambda d: d[d.metric.str.endswith("error_mean") & (d.grader != "")]),
+    ("step time (s)", lambda d: d[d.metric.str.startswith("step_") & d.metric.str.endswith("_seconds")]),
+]
+
+
+def trainer_series(metrics: pd.DataFrame, panel) -> dict[str, pd.DataFrame]:
+    """The lines of one panel: {label: rows by step}; the label names what differs (job, grader,
+    metric, split)."""
+    rows = panel(metrics)
+    keys = [k for k in ("job", "grader", "metric", "split") if rows[k].nunique() > 1 or k == "split"]
+    return {" · ".join(str(v) for v in (key if isinstance(key, tuple) else (key,)) if v != ""): df.sort_values("step")
+            for key, df in rows.groupby(keys, sort=True)}
+
+
+def trainer_curves(metrics: pd.DataFrame) -> Figure:
+    """The trainer's own step metrics (from ``training_metrics``): reward per split, reward per
+    grader, grader error rates, step timing. Validation points exist only on validation steps."""
+    metrics = require(metrics, "trainer metrics")
+    fig, axes = _figure(10, 6.2, ncols=2, nrows=2)
+    for ax, (title, panel) in zip(axes.ravel(), TRAINER_PANELS):
+        lines = trainer_series(metrics, panel)
+        for i, (label, df) in enumerate(lines.items()):
+            color = ([BASE_COLOR, CANDIDATE_COLOR] + list(QUADRANT_COLORS.values()))[i % 9]
+            ax.plot(df.step, df.value, marker="o", markersize=3, color=color, label=label)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("training step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if lines:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "not reported", ha="center", va="center", transform=ax.transAxes, color=NEUTRAL)
+    fig.suptitle(f"What the trainer reported ({', '.join(sorted(metrics.job.unique()))})")
+    return fig
