@@ -116,6 +116,32 @@ def mutated_zip(draw, members: dict[str, object]) -> bytes:
     return draw(damaged(buf.getvalue()))
 
 
+@st.composite
+def mutated_parquet(draw, rows: list[dict]) -> bytes:
+    """Parquet bytes of the rows with one or two mutated — where Arrow can write the mixed types
+    that makes (else the rows as they were) — maybe cut short or with bytes that are not UTF-8."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    changed = [dict(r) for r in rows]
+    for i in draw(st.sets(st.integers(0, len(rows) - 1), min_size=1, max_size=min(2, len(rows)))):
+        changed[i] = draw(mutated(changed[i], max_mutations=2))
+    for candidate in (changed, rows):
+        buf = io.BytesIO()
+        try:
+            pq.write_table(pa.Table.from_pylist(candidate), buf)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError, RecursionError):
+            continue
+        return draw(damaged(buf.getvalue()))
+    raise AssertionError("the fixture rows themselves cannot be written")
+
+
+def read_parquet(path: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
 def read_jsonl(path: Path) -> list:
     """The lines of a JSONL fixture that parse (some fixtures hold broken lines on purpose)."""
     out = []

@@ -13,6 +13,7 @@ record it cannot read becomes a reject and never stops the ingest.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import tempfile
@@ -195,6 +196,12 @@ def _locate_rejects(con, locations: list[tuple[int, str]], failures: list[tuple[
 
 def loads_file(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
+
+
+def prompt_sample_id(prompt: str) -> str:
+    """A stable sample id for sources that name none: the prompt's hash, so attempts at the same
+    prompt group together (the prompt text itself goes to ``samples.prompt``)."""
+    return "prompt:" + hashlib.sha1(prompt.encode("utf-8", "replace")).hexdigest()[:12]
 
 
 def parse_json_arguments(arguments: object) -> object:

@@ -282,7 +282,8 @@ def training_curves(by_step: pd.DataFrame) -> Figure:
 TRAINER_PANELS = [
     ("reward (all graders)", lambda d: d[(d.metric == "reward_mean") & (d.grader == "")]),
     ("reward per grader", lambda d: d[(d.metric == "reward_mean") & (d.grader != "")]),
-    ("grader errors (share of samples)", lambda d: d[d.metric.str.endswith("error_mean") & (d.grader != "")]),
+    ("errors (share of samples)", lambda d: d[(d.metric.str.endswith("error_mean") & (d.grader != ""))
+                                              | (d.metric == "exception_rate")]),
     ("step time (s)", lambda d: d[d.metric.str.startswith("step_") & d.metric.str.endswith("_seconds")]),
 ]
 

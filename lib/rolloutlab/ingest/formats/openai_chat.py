@@ -6,11 +6,9 @@ same prompt group together. Without a run, the label is the file's stem.
 """
 from __future__ import annotations
 
-import hashlib
-
 from ..chat import convert_messages
 from ..context import LoadContext, LoadResult
-from ..convert import field, jsonl_items, load_items
+from ..convert import field, jsonl_items, load_items, prompt_sample_id
 
 FORMAT = "openai-chat"
 
@@ -31,7 +29,7 @@ def record(rec: dict, label: str) -> tuple[dict | None, str | None]:
         first_user = next((m["content"] for m in out_messages if m["role"] == "user" and m["content"]), None)
         if not first_user:
             return None, "no sample_id and no user message to name the sample by"
-        sample = "prompt:" + hashlib.sha1(first_user.encode()).hexdigest()[:12]
+        sample = prompt_sample_id(first_user)
     out = {"run": field(rec, "run", "string") or label, "sample_id": str(sample),
            "attempt": field(rec, "attempt", "integer"),
            "score": score, "final_answer": answer, "tool_calls": calls, "messages": out_messages,

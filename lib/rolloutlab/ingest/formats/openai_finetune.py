@@ -18,7 +18,7 @@ import re
 from ..context import LoadContext, LoadResult
 from ..convert import BadField, Item, dumps, field, guarded, json_kind, loads_file, obj, preview
 from ..jsonscan import loads_lenient
-from ..lines import STAGED_REJECTS
+from .. import step_metrics
 
 FORMAT = "openai-finetune"
 EVENT, JOB, CHECKPOINT = "fine_tuning.job.event", "fine_tuning.job", "fine_tuning.job.checkpoint"
@@ -212,11 +212,7 @@ def load(ctx: LoadContext) -> LoadResult:
         rows.extend(metric_rows)
         if job_row:
             jobs.append(job_row)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_REJECTS} (line_no BIGINT, raw VARCHAR, reason VARCHAR)")
-    if rejects:
-        con.execute(f"INSERT INTO {STAGED_REJECTS} SELECT unnest($l), unnest($r), unnest($why)",
-                    {"l": [r[0] for r in rejects], "r": [r[1] for r in rejects], "why": [r[2] for r in rejects]})
-    insert_training_metrics(con, rows, ctx.source_id)
+    step_metrics.write(con, rows, rejects, ctx.source_id)
     for j in jobs:
         con.execute("INSERT INTO training_jobs VALUES ($job, $model, $fine_tuned_model, $method, $status, "
                     "$hyperparameters, $meta, $sid)", {**j, "sid": ctx.source_id})
@@ -224,15 +220,3 @@ def load(ctx: LoadContext) -> LoadResult:
     if not values:
         notes.append(f"{ctx.path}: no records in the file: nothing to load")
     return LoadResult(n_records=len(values), n_rejected=len(rejects), notes=notes)
-
-
-def insert_training_metrics(con, rows: list[tuple], source_id: int) -> None:
-    """(job, step, split, grader, metric, value) rows into ``training_metrics``, one statement."""
-    if not rows:
-        return
-    cols = list(zip(*rows))
-    con.execute("""INSERT INTO training_metrics
-                   SELECT unnest($job), unnest($step), unnest($split), unnest($grader), unnest($metric),
-                          unnest($value), $sid""",
-                {"job": list(cols[0]), "step": list(cols[1]), "split": list(cols[2]), "grader": list(cols[3]),
-                 "metric": list(cols[4]), "value": [float(v) for v in cols[5]], "sid": source_id})
