@@ -126,3 +126,48 @@ def test_mutated_real_results_never_crash(data):
     doc = json.loads((config.real_data_dir() / "tau2-sft" / "gpt-4.1_airline_default_gpt-4.1_1trials.json").read_text())
     doc = {**doc, "tasks": doc["tasks"][:2], "simulations": doc["simulations"][:2]}
     assert_ingest_survives(data.draw(mutated_document(doc)), "results.json", "tau2")
+
+
+def _dir_layout(src, folder, names=lambda sim: f"{sim['id']}.json"):
+    """tau2's dir layout of a results file: results.json without simulations, one file each."""
+    data = json.loads(src.read_text())
+    sims = data.pop("simulations")
+    data["simulation_index"] = [{"id": s["id"], "task_id": s["task_id"], "trial": s["trial"]} for s in sims]
+    (folder / "simulations").mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(data, indent=2))
+    for sim in sims:
+        (folder / "simulations" / names(sim)).write_text(json.dumps(sim, indent=2))
+    return sims
+
+
+def test_per_simulation_files_give_the_results_file_numbers(real_dir, tmp_path):
+    src = real_dir / "tau2-sft" / AIRLINE
+    whole, split = rl.connect(tmp_path / "whole.duckdb"), rl.connect(tmp_path / "split.duckdb")
+    rl.ingest(whole, src, run="gpt-4.1-run")
+    sims = _dir_layout(src, tmp_path / "gpt-4.1-run")
+    result = rl.ingest(split, tmp_path / "gpt-4.1-run")
+    assert set(result.format) == {"tau2"}
+    assert result.loaded.sum() == len(sims) == 20 and result.rejected.sum() == 0
+    assert any("dir layout" in r for r in result.reasons[result.path.str.endswith("results.json")].iloc[0])
+    cols = ("rollout_id, run_id, sample_id, attempt, started_at, ended_at, latency_s, status, stop_reason, final_answer, "
+            "score, n_turns, n_tool_calls, input_tokens, output_tokens, cost_usd")
+    query = f"SELECT {cols} FROM rollouts ORDER BY rollout_id"
+    assert split.execute(query).fetchall() == whole.execute(query).fetchall()
+    calls = "SELECT rollout_id, call_idx, turn_idx, tool, arguments, status, output_chars FROM tool_calls ORDER BY 1, 2"
+    assert split.execute(calls).fetchall() == whole.execute(calls).fetchall()
+    assert rl.summary(split).equals(rl.summary(whole))
+    whole.close(), split.close()
+
+
+def test_task_trial_files_without_metadata(real_dir, con, tmp_path):
+    folder = tmp_path / "verified-run"
+    folder.mkdir()
+    sims = json.loads((real_dir / "tau2-sft" / AIRLINE).read_text())["simulations"][:3]
+    for sim in sims:
+        (folder / f"task_{sim['task_id']}_trial_{sim['trial']}.json").write_text(json.dumps(sim))
+    (folder / "task_x_trial_0.json").write_text(json.dumps(sims[0])[:500])  # cut off mid-write
+    result = rl.ingest(con, folder, format="tau2")
+    assert result[["records", "loaded", "rejected"]].sum().tolist() == [4, 3, 1]
+    assert rl.runs(con).run.tolist() == ["verified-run"]
+    got = dict(con.execute("SELECT sample_id, score FROM rollouts").fetchall())
+    assert got == {f"unknown:{s['task_id']}": s["reward_info"]["reward"] for s in sims}

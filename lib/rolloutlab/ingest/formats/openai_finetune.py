@@ -12,13 +12,12 @@ structured ones (``scores.train_reward_mean``) meet as one metric (``reward_mean
 """
 from __future__ import annotations
 
-import json
 import re
 
 from ..context import LoadContext, LoadResult
-from ..convert import BadField, Item, dumps, field, guarded, json_kind, loads_file, obj, preview
-from ..jsonscan import loads_lenient
+from ..convert import BadField, Item, dumps, field, guarded, json_kind, obj, preview
 from .. import step_metrics
+from ..api_pages import Broken, api_objects, object_of
 
 FORMAT = "openai-finetune"
 EVENT, JOB, CHECKPOINT = "fine_tuning.job.event", "fine_tuning.job", "fine_tuning.job.checkpoint"
@@ -28,18 +27,8 @@ NOT_METRICS = {"step", "total_steps"}
 JOB_ID = re.compile(r"ftjob-[A-Za-z0-9]+")
 
 
-def _object_of(record) -> str | None:
-    if isinstance(record, dict):
-        if record.get("object") == "list" and isinstance(record.get("data"), list) and record["data"]:
-            return _object_of(record["data"][0])
-        return record.get("object")
-    if isinstance(record, list) and record:
-        return _object_of(record[0])
-    return None
-
-
 def sniff(path, head: str, first_record) -> bool:
-    if _object_of(first_record) in OBJECTS:
+    if object_of(first_record) in OBJECTS:
         return True
     # a whole-file JSON (list page or job) does not parse from its first line
     return path.suffix == ".json" and any(f'"object": "{o}"' in head or f'"object":"{o}"' in head for o in OBJECTS)
@@ -105,54 +94,6 @@ def event_metrics(data: dict) -> dict[tuple[str, str, str], float]:
     return out
 
 
-def _documents(ctx: LoadContext) -> list[tuple[str, object]]:
-    """(location, parsed value) of the file: one document (a .json page, job or list), or one per
-    line (JSONL). A value that does not parse is a ``_Broken`` with the reason."""
-    text = loads_file(ctx.path)
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    try:
-        json.loads(first)
-        jsonl = ctx.path.suffix == ".jsonl" or first.strip() != text.strip()
-    except ValueError:
-        jsonl = ctx.path.suffix == ".jsonl"
-    if not jsonl:
-        data, damage = loads_lenient(text, depth=3)
-        docs = [("file", data)] if data is not None else []
-        if damage:  # a page cut off mid-write keeps its complete items
-            docs.append(("end of file", _Broken(damage.describe(), text[-200:])))
-        return docs
-    docs = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            value, damage = loads_lenient(line, depth=0)
-            docs.append((f"line {number}", value if damage is None else _Broken(damage.describe(), line)))
-    return docs
-
-
-def _values(ctx: LoadContext):
-    """(location, value) for every API object of the file; list pages are opened up."""
-    for where, doc in _documents(ctx):
-        if isinstance(doc, _Broken):
-            yield where, doc
-        elif isinstance(doc, dict) and doc.get("object") == "list":
-            items = doc.get("data")
-            if not isinstance(items, list):
-                yield where, _Broken("a list page whose 'data' is not a JSON array", dumps(doc))
-                continue
-            for i, item in enumerate(items):
-                yield f"{where} data[{i}]", item
-        elif isinstance(doc, list):
-            for i, item in enumerate(doc):
-                yield f"{where} [{i}]", item
-        else:
-            yield where, doc
-
-
-class _Broken:
-    def __init__(self, reason: str, raw):
-        self.reason, self.raw = reason, raw
-
-
 def _job_id(ctx: LoadContext, values: list) -> str:
     if ctx.run:
         return ctx.run
@@ -197,11 +138,11 @@ def convert(value, job: str) -> tuple[list[tuple], dict | None]:
 
 def load(ctx: LoadContext) -> LoadResult:
     con = ctx.con
-    values = list(_values(ctx))
+    values = list(api_objects(ctx.path))
     job = _job_id(ctx, values)
     rows, jobs, rejects = [], [], []
     for ordinal, (where, value) in enumerate(values, start=1):
-        if isinstance(value, _Broken):
+        if isinstance(value, Broken):
             rejects.append((ordinal, str(value.raw)[:2000], f"{where}: {value.reason}"))
             continue
         item = guarded(where, value, lambda: Item(where, record={"out": convert(value, job)}))

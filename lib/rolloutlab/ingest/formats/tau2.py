@@ -6,6 +6,12 @@ agent implementation appended when it is not the default ``llm_agent`` (e.g. the
 reason sets the status: hitting a limit is ``truncated``, a failure of the environment or the
 simulated user is ``infra_error``, the agent's own error ``model_error``; a simulation without a
 reward was never graded (``ungraded``).
+
+Per-simulation files — tau2's "dir" layout (``results.json`` holding the metadata and
+``simulations/<id>.json``), and layouts such as ``task_<T>_trial_<R>.json`` — hold one simulation
+each: a folder of them is one run, labelled by the folder (``--run`` overrides), its domain and
+agent from the ``results.json`` beside them where there is one. They give the same rollouts, row
+for row, as the results file of the same simulations.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from ..convert import Item, field, guarded, lenient_obj, lenient_str, load_items
 from ..jsonscan import loads_lenient
 
 FORMAT = "tau2"
+HEAD = 1 << 16  # what is_simulation looks at, as sniffing does
 # tau2's TerminationReason values -> status (the reason itself is kept as stop_reason)
 TERMINATION_STATUS = {
     "max_steps": "truncated", "too_many_errors": "truncated", "timeout": "truncated",
@@ -26,7 +33,13 @@ ID_KINDS = ("string", "integer")
 
 
 def sniff(path, head: str, first_record) -> bool:
-    return path.suffix == ".json" and '"agent_info"' in head and '"user_info"' in head
+    return path.suffix == ".json" and (('"agent_info"' in head and '"user_info"' in head) or is_simulation(head))
+
+
+def is_simulation(head: str) -> bool:
+    """One simulation per file: its own fields, no results-file header."""
+    return ('"termination_reason"' in head and '"task_id"' in head and '"simulations"' not in head
+            and '"agent_info"' not in head)
 
 
 def run_label(info: dict) -> str | None:
@@ -85,8 +98,31 @@ def items(sims: list, domain: str, label: str, model: str | None):
         yield guarded(loc, sim, lambda: Item(loc, record=record(sim, i, domain, label, model)))
 
 
+def run_folder(path):
+    """The folder that names a per-simulation run: the one holding ``simulations/``, else the file's."""
+    return path.parent.parent if path.parent.name == "simulations" else path.parent
+
+
+def load_simulation(ctx: LoadContext, text: str) -> LoadResult:
+    folder = run_folder(ctx.path)
+    meta, _ = loads_lenient(loads_file(folder / "results.json"), depth=1) if (folder / "results.json").is_file() \
+        else ({}, None)
+    info = lenient_obj(meta, "info")
+    domain = lenient_str(lenient_obj(info, "environment_info"), "domain_name") or "unknown"
+    label = ctx.run or folder.name
+    sim, damage = loads_lenient(text, depth=0)
+    if damage or not isinstance(sim, dict):
+        found = [Item("simulation", reason=damage.describe() if damage else "not a JSON object", raw=text[:2000])]
+    else:
+        found = list(items([sim], domain, label, lenient_str(lenient_obj(info, "agent_info"), "llm")))
+    return load_items(ctx, found, [])
+
+
 def load(ctx: LoadContext) -> LoadResult:
-    data, damage = loads_lenient(loads_file(ctx.path), depth=2)
+    text = loads_file(ctx.path)
+    if is_simulation(text[:HEAD]):
+        return load_simulation(ctx, text)
+    data, damage = loads_lenient(text, depth=2)
     info = lenient_obj(data, "info")
     domain = lenient_str(lenient_obj(info, "environment_info"), "domain_name") or "unknown"
     model = run_label(info)
@@ -96,6 +132,9 @@ def load(ctx: LoadContext) -> LoadResult:
     found = list(items(sims, domain, label, lenient_str(lenient_obj(info, "agent_info"), "llm")))
     if damage:
         found.append(Item(f"simulation {len(sims)}", reason=damage.describe(), raw=""))
+    elif not sims and isinstance(data, dict) and "simulation_index" in data:
+        notes.append(f"{ctx.path}: tau2's dir layout: the simulations are in {ctx.path.parent / 'simulations'} "
+                     "(ingest the folder)")
     elif not sims:
         notes.append(f"{ctx.path}: no simulations in the file: nothing to load")
     return load_items(ctx, found, notes)
