@@ -110,7 +110,8 @@ def test_synth_and_demo(tmp_path, capsys):
     assert "step10" in out and "train-step10" in out and "rft-endpoint" in out
     assert main(["synth", "--out", str(tmp_path / "ep"), "--samples", "4", "--format", "rft-endpoint"]) == 0
     assert sorted(p.name for p in (tmp_path / "ep").iterdir()) == [
-        "grade-events.jsonl", "samples.jsonl", "tool-events-0.jsonl", "tool-events-1.jsonl"]
+        "ftjob-synthetic-events.jsonl", "grade-events.jsonl", "samples.jsonl", "tool-events-0.jsonl",
+        "tool-events-1.jsonl"]
 
 
 def test_summary_and_check(db_path, tmp_path, capsys):

@@ -136,3 +136,23 @@ def test_endpoint_logs_tell_the_training_story(tmp_path):
     assert 0 < len({t["rollout_id"] for t in failed}) < 0.03 * len(grades)
     assert len(grades) < 2 * 300 * 3  # a few rollouts never graded
     assert {t["rollout_id"] for t in tools} - set(step_of)  # ... and those have tool events
+
+
+def test_job_events_come_from_the_training_rollouts(tmp_path, con):
+    """The synthetic job's train reward per step is the mean score of that step's rollouts as the
+    platform scores them (a failed rollout 0): checked against the grade events."""
+    import rolloutlab as rl
+
+    paths = synth.write_endpoint(tmp_path, samples=6, attempts=2)
+    events = [json.loads(line) for line in paths[-1].read_text().splitlines()]
+    assert [e["data"]["step"] for e in events] == [10, 8, 6, 4, 2, 0]  # newest first, as the API lists them
+    assert {e["data"]["step"] for e in events if "full_valid_mean_reward" in e["data"]} == {0, 10}
+    rl.ingest(con, paths)
+    tm = rl.training_metrics(con)
+    train = tm[(tm.metric == "reward_mean") & (tm.grader == "") & (tm.split == "train")]
+    # grade events carry the platform's score; never-graded rollouts (0.5%) have none, so allow for them
+    by_step = dict(con.execute("""SELECT step, avg(score) FROM endpoint_events WHERE kind = 'grade'
+                                  GROUP BY step""").fetchall())
+    n_graded = dict(con.execute("SELECT step, count(*) FROM endpoint_events WHERE kind = 'grade' GROUP BY step").fetchall())
+    compared = [(value, by_step[step]) for step, value in zip(train.step, train.value) if n_graded[step] == 12]
+    assert len(compared) >= 4 and all(v == pytest.approx(want) for v, want in compared)

@@ -314,6 +314,7 @@ def write_endpoint(out_dir: str | Path, samples: int = 200, attempts: int = 3,
     tool_paths = [out / f"tool-events-{i}.jsonl" for i in range(replicas)]
     paths = tool_paths + [out / "grade-events.jsonl", out / "samples.jsonl"]
     handles = [open(p, "w", encoding="utf-8") for p in paths]
+    by_step: dict[int, list[dict]] = {}
     try:
         # the training split: its own samples and reports, so it never leaks into validation
         items = make_samples(samples, random.Random(seed), prefix="fin-train", first_report=N_REPORTS // 2)
@@ -326,6 +327,7 @@ def write_endpoint(out_dir: str | Path, samples: int = 200, attempts: int = 3,
             for sample in items:
                 for attempt in range(attempts):
                     rec = rollout(sample, ckpt, attempt, rng, t, messages=False, seed=seed)
+                    by_step.setdefault(step, []).append(rec)
                     tools, grade = endpoint_events(rec, rng)
                     for event in tools:
                         handles[rng.randrange(replicas)].write(json.dumps(event, separators=(",", ":")) + "\n")
@@ -335,4 +337,61 @@ def write_endpoint(out_dir: str | Path, samples: int = 200, attempts: int = 3,
     finally:
         for fh in handles:
             fh.close()
-    return paths
+    return paths + [write_job_events(out / "ftjob-synthetic-events.jsonl", by_step, samples, seed)]
+
+
+JOB_VALID_EVERY = 5  # the synthetic job validates at steps 0, 5, 10 ...
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
+
+
+def job_metrics_event(step: int, total: int, train: list[dict], valid: list[dict] | None, rng: random.Random) -> dict:
+    """One ``fine_tuning.job.event`` of type metrics, shaped as OpenAI's RFT jobs report them,
+    its numbers computed from the synthetic rollouts of that step (validation: the checkpoint's
+    rollouts on the validation samples). The platform scores a failed rollout 0."""
+    def grader(records, name):
+        return _mean(g["score"] for r in records for g in r["grades"] if g["grader"] == name)
+
+    def reward(records):
+        return _mean(r["score"] or 0.0 for r in records)
+
+    errors = _mean(float(r["status"] == "infra_error") for r in train)
+    graders = [{"name": g, "type": "python", "train_reward_mean": grader(train, g)} for g in ("answer", "format")]
+    data = {"step": step, "total_steps": total,
+            "scores": {"graders": graders, "train_reward_mean": reward(train)},
+            "errors": {"graders": [{"name": g["name"], "type": "python",
+                                    "train_python_grader_server_error_mean": errors} for g in graders]},
+            "usage": {"samples": {"train_reasoning_tokens_mean": _mean(r["usage"]["reasoning_tokens"] for r in train)}},
+            "timing": {"step": {"sampling": round(_mean(r["latency_s"] for r in train) * 12 + rng.uniform(0, 20), 1),
+                                "training": round(380 + rng.uniform(0, 40), 1)}},
+            "train_mean_reward": reward(train)}
+    if valid is not None:
+        for entry in graders:
+            entry["valid_reward_mean"] = grader(valid, entry["name"])
+        data["scores"]["valid_reward_mean"] = data["full_valid_mean_reward"] = reward(valid)
+        data["timing"]["step"]["eval"] = round(_mean(r["latency_s"] for r in valid) * 10, 1)
+    return {"object": "fine_tuning.job.event", "id": f"ftevent-synthetic-{step}", "created_at": 1765274400 + 3600 * step,
+            "level": "info", "type": "metrics", "message": f"Step {step}/{total}", "data": data}
+
+
+def write_job_events(path: Path, by_step: dict[int, list[dict]], samples: int, seed: int) -> Path:
+    """The job events a training platform would report for the synthetic training run (newest
+    first, as the API lists them), so the demo shows what the trainer reported beside the
+    rollouts."""
+    rng = random.Random(seed + 2)
+    top = max(by_step) or 1
+    valid_items = make_samples(samples, random.Random(seed))
+    events = []
+    for step, train in sorted(by_step.items()):
+        valid = None
+        if step % JOB_VALID_EVERY == 0:
+            ckpt = Checkpoint(f"valid-step{step}", step, step / top)
+            valid = [rollout(s, ckpt, 0, rng, START, messages=False, seed=seed) for s in valid_items]
+        events.append(job_metrics_event(step, top, train, valid, rng))
+    with open(path, "w", encoding="utf-8") as fh:
+        for event in reversed(events):
+            fh.write(json.dumps(event, separators=(",", ":")) + "\n")
+    return path
