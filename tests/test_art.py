@@ -72,3 +72,20 @@ def test_mutated_trajectories_never_crash(data):
 @SETTINGS
 def test_mutated_history_never_crash(data):
     assert_ingest_survives(data, "history.jsonl", "art")
+
+
+def test_a_broken_history_line_and_a_cut_off_trajectories_file(con, tmp_path):
+    history = tmp_path / "email-agent-003" / "history.jsonl"
+    history.parent.mkdir()
+    good = (ART / "email-agent-001" / "history.jsonl").read_text().splitlines()
+    history.write_text(good[0] + "\n" + '{"train/reward": 0.7, "step": "two"}\n' + good[1][:60])
+    result = rl.ingest(con, history)
+    assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [3, 1, 2]
+    reasons = [r[0] for r in con.execute("SELECT reason FROM rejects ORDER BY line_no").fetchall()]
+    assert reasons[0] == "line 2: field 'step' must be an integer, got string \"two\""
+    assert reasons[1].startswith("line 3: invalid JSON on the last line")
+    cut = tmp_path / "trajectories" / "train" / "0003.parquet"
+    cut.parent.mkdir(parents=True)
+    cut.write_bytes((ART / "email-agent-001" / "trajectories" / "train" / "0001.parquet").read_bytes()[:500])
+    result = rl.ingest(con, cut, format="art")
+    assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [1, 0, 1]
