@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -87,7 +88,7 @@ def test_locked_database_message(db_path):
     try:
         assert holder.stdout.readline().strip() == "ready"
         proc = subprocess.run([sys.executable, "-m", "rolloutlab.cli", "ingest", BAD, "--db", str(db_path)],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env={**os.environ, "ROLLOUTLAB_WRITER_WAIT_S": "0.5"})
         assert proc.returncode == 2
         assert "is in use by" in proc.stderr and f"PID {holder.pid}" in proc.stderr
         assert "Traceback" not in proc.stderr

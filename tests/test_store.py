@@ -1,14 +1,18 @@
 """The store: schema creation and version, locked-database and wrong-file messages, read-only."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
+import time
 
 import duckdb
+import pandas as pd
 import pytest
 
 import rolloutlab as rl
-from rolloutlab import store
+from rolloutlab import config, store
 
 
 def test_connect_creates_canonical_tables_with_version(con):
@@ -58,7 +62,9 @@ def test_read_only_rejects_writes(db_path):
     c.close()
 
 
-def test_second_writer_gets_a_clear_message(db_path):
+def test_second_writer_gets_a_clear_message(db_path, monkeypatch):
+    monkeypatch.setenv("ROLLOUTLAB_WRITER_WAIT_S", "0.5")
+    monkeypatch.setenv("ROLLOUTLAB_READER_WAIT_S", "0.5")
     rl.connect(db_path).close()
     holder = subprocess.Popen(
         [sys.executable, "-c", f"import rolloutlab as rl, sys, time; c = rl.connect({str(db_path)!r}); "
@@ -71,7 +77,7 @@ def test_second_writer_gets_a_clear_message(db_path):
         message = str(info.value)
         assert f"The database {db_path} is in use by " in message
         assert f"(PID {holder.pid})" in message
-        assert "one writer at a time" in message and "--db" in message
+        assert "opening for writing waited" in message and "--db" in message
         with pytest.raises(rl.DatabaseLockedError):
             rl.connect(db_path, read_only=True)
     finally:
@@ -108,3 +114,103 @@ def test_version_1_is_upgraded_in_place(db_path):
     assert c.execute("SELECT sample_id FROM rollouts").fetchall() == [(None,)]
     c.execute("INSERT INTO grades (rollout_id, grader, error, latency_s) VALUES ('r1', 'judge', 'HTTP 503', 2.5)")
     c.close()
+
+
+READER = """
+import sys, time
+import rolloutlab as rl
+con = rl.connect(sys.argv[1], read_only=True)   # held for the whole life of this process
+print("ready", rl.runs(con).run.tolist(), flush=True)
+deadline = time.time() + 60
+calls = 0
+while time.time() < deadline:
+    runs = rl.runs(con).run.tolist()            # a call every 20 ms: never fails while a writer writes
+    calls += 1
+    if "late" in runs:
+        print("saw", runs, calls, con.opened, flush=True)
+        break
+    time.sleep(0.02)
+"""
+
+
+def test_an_open_reader_never_blocks_a_writer_and_sees_its_run(db_path, tmp_path):
+    """A notebook-like reader process keeps its handle and queries all the time; another process
+    ingests (twice, the second a new run). Every ingest succeeds, no read fails, and the reader's
+    next call sees the new run without reconnecting."""
+    from conftest import rollout, write_jsonl
+
+    con = rl.connect(db_path)
+    rl.ingest(con, write_jsonl(tmp_path / "early.jsonl", [rollout("early", f"s{i}", 1.0) for i in range(50)]))
+    con.close()
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(db_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().split()[0] == "ready"
+        for name in ("more", "late"):
+            path = write_jsonl(tmp_path / f"{name}.jsonl", [rollout(name, f"s{i}", 0.5) for i in range(2000)])
+            done = subprocess.run([sys.executable, "-m", "rolloutlab.cli", "ingest", str(path), "--db", str(db_path)],
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr
+        line = reader.stdout.readline().split(maxsplit=1)
+        assert line[0] == "saw" and "'late'" in line[1]
+        assert reader.wait(timeout=30) == 0, reader.stderr.read()
+    finally:
+        reader.kill()
+
+
+def test_a_shared_reader_gives_what_a_plain_connection_gives(load, con, db_path):
+    from conftest import rollout
+
+    records = [rollout(run, f"s{i}", float((i + j + (run == "cand")) % 2), ["search"] * (2 + i % 4),
+                       latency=1.0 + i + j, step=None if run == "base" else 5, split="valid")
+               for run in ("base", "cand") for i in range(12) for j in range(3)]
+    load(records)
+    con.close()
+    shared = rl.connect(db_path, read_only=True)
+    assert isinstance(shared, rl.SharedReader)
+    calls = {
+        "summary": lambda c: rl.summary(c), "check": lambda c: rl.check(c, "base"),
+        "compare": lambda c: rl.compare(c, "base", "cand", n_boot=200),
+        "sample_stats": lambda c: rl.sample_stats(c, "cand"), "by_step": lambda c: rl.by_step(c),
+        "tool_stats": lambda c: rl.tool_stats(c, "base"), "latency": lambda c: rl.latency(c, "cand", n_boot=100),
+        "runs": rl.runs, "rejects": rl.rejects,
+    }
+    got = {name: call(shared) for name, call in calls.items()}
+    shared.close()
+    plain = rl.connect(db_path, read_only=True, shared=False)
+    for name, call in calls.items():
+        # the same values and types (sums of many doubles may differ in the last bit: DuckDB adds
+        # in parallel, in no fixed order)
+        pd.testing.assert_frame_equal(got[name], call(plain), check_exact=False, rtol=1e-12, obj=name)
+    plain.close()
+
+
+def test_a_waiting_writer_goes_first_and_a_reader_lets_go_when_idle(db_path):
+    rl.connect(db_path).close()
+    shared = rl.connect(db_path, read_only=True)
+    shared.execute("SELECT 1").fetchall()
+    assert shared.opened == 1
+    time.sleep(config.READER_IDLE_S * 3)  # idle: the file is let go
+    w = rl.connect(db_path)  # would fail if the reader still held the file
+    w.close()
+    assert shared.execute("SELECT count(*) FROM runs").fetchone() == (0,) and shared.opened == 2
+    store.writer_intent_path(db_path).write_text(f"{os.getpid()}\n")  # "a writer is waiting"
+    shared.release()
+    started = time.monotonic()
+    with pytest.warns(UserWarning, match="waiting for"):
+        threading.Timer(config.READER_WARN_S + 0.5, lambda: store.writer_intent_path(db_path).unlink()).start()
+        shared.execute("SELECT 1").fetchall()
+    assert time.monotonic() - started >= config.READER_WARN_S
+    shared.close()
+
+
+def test_the_intent_of_a_killed_writer_is_ignored(db_path):
+    rl.connect(db_path).close()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    store.writer_intent_path(db_path).write_text(f"{gone.pid}\n")  # its writer died while waiting
+    assert store.waiting_writer(db_path) is None
+    started = time.monotonic()
+    with rl.connect(db_path, read_only=True) as shared:
+        assert shared.execute("SELECT count(*) FROM sources").fetchone() == (0,)
+    assert time.monotonic() - started < 1.0

@@ -6,7 +6,7 @@ from .metrics import (UnknownRunError, latency, latency_ecdf, rollout_table, sam
 from .readiness import check
 from .compare import by_step, compare, distribution_shift, sample_deltas, shift_test
 from .widgets import explore
-from .store import DatabaseLockedError, SchemaVersionError, StoreError, connect, transaction
+from .store import DatabaseLockedError, SchemaVersionError, SharedReader, StoreError, connect, transaction
 
 __version__ = "0.1.0"
 
@@ -31,7 +31,7 @@ def __getattr__(name):
 
 
 __all__ = [
-    "connect", "transaction", "StoreError", "DatabaseLockedError", "SchemaVersionError",
+    "connect", "transaction", "SharedReader", "StoreError", "DatabaseLockedError", "SchemaVersionError",
     "ingest", "detect_format", "IngestError", "IngestFailed",
     "runs", "sources", "rejects",
     "summary", "sample_stats", "signal_plan", "tool_stats", "tool_pairs", "latency", "latency_ecdf",

@@ -53,6 +53,16 @@ CHECK_THRESHOLDS = {
 MAX_LINE_BYTES = 64 * 1024 * 1024
 # Formats mapped record by record (tau-bench, tau2, inspect) load this many records at a time.
 CONVERT_BATCH_RECORDS = 2000
+# Readers never block writers (store.SharedReader): a reading handle holds the database file only
+# while it queries, and lets go after this many idle seconds.
+READER_IDLE_S = 0.25
+# How long a reader waits for a writer to finish, and after how long it says it is waiting.
+READER_WAIT_S = 600.0
+READER_WARN_S = 2.0
+# How long a writer waits for readers (and other writers) to let go of the file.
+WRITER_WAIT_S = 120.0
+LOCK_POLL_S = 0.05
+
 # How many reject reasons the CLI prints per ingest.
 SHOWN_REJECTS = 5
 
@@ -63,6 +73,13 @@ def db_path(db: str | os.PathLike | None = None) -> Path:
         return Path(db)
     env = os.environ.get(DB_ENV_VAR)
     return Path(env) if env else DEFAULT_DB
+
+
+def wait_s(kind: str) -> float:
+    """How long a ``reader`` or a ``writer`` waits for the file: $ROLLOUTLAB_READER_WAIT_S /
+    $ROLLOUTLAB_WRITER_WAIT_S, else the defaults above."""
+    default = READER_WAIT_S if kind == "reader" else WRITER_WAIT_S
+    return float(os.environ.get(f"ROLLOUTLAB_{kind.upper()}_WAIT_S", default))
 
 
 def real_data_dir() -> Path:

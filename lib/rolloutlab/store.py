@@ -1,8 +1,13 @@
 """The DuckDB store: connection, canonical schema, schema version, transactions."""
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import threading
+import time
+import warnings
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -104,41 +109,267 @@ class SchemaVersionError(StoreError):
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.+?) \(PID (?P<pid>\d+)\)")
 
 
-def _locked_message(path: Path, exc: Exception) -> str:
+def _holder(exc: Exception) -> str:
     m = _LOCK_HOLDER.search(str(exc))
-    holder = f" by {m['prog']} (PID {m['pid']})" if m else ""
-    return (
-        f"The database {path} is in use{holder}. DuckDB allows one writer at a time: close the other "
-        f"notebook or command (or shut down its kernel), or point --db / ${config.DB_ENV_VAR} at another file."
-    )
+    return f"{m['prog']} (PID {m['pid']})" if m else "another process"
 
 
-def connect(db: str | os.PathLike | None = None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+def _is_lock_error(exc: Exception) -> bool:
+    return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
+
+
+def _same_process_message(path: Path) -> str:
+    return (f"This process already holds {path} open for writing (rolloutlab.connect(db) without read_only): close "
+            "that connection (con.close()) before reading through a shared handle, or read through it.")
+
+
+def writer_intent_path(path: Path) -> Path:
+    """Where a writer waiting for the file says so, so that readers let it in."""
+    return path.with_name(path.name + ".writer")
+
+
+def waiting_writer(path: Path) -> int | None:
+    """The PID of a live writer waiting for the file, or None."""
+    try:
+        pid = int(writer_intent_path(path).read_text().split()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return None  # no intent, or its writer is gone (killed while it waited)
+    return pid
+
+
+def _wait(what: str, path: Path, limit: float, attempt) -> object:
+    """Call ``attempt()`` until it returns something, for at most ``limit`` seconds; it returns
+    None (or raises a lock error) while the file is taken. Says so when the wait is long."""
+    start = time.monotonic()
+    warned = False
+    holder = "another process"
+    while True:
+        try:
+            got = attempt()
+        except duckdb.IOException as exc:
+            if not _is_lock_error(exc):
+                raise StoreError(f"Could not open the database {path}: {exc}") from None
+            holder, got = _holder(exc), None
+        if got is not None:
+            return got
+        waited = time.monotonic() - start
+        if waited > limit:
+            raise DatabaseLockedError(
+                f"The database {path} is in use by {holder}: {what} waited {waited:.0f} s for it. A writer "
+                "(rolloutlab ingest / watch) holds the file while it loads; readers only while they query. "
+                f"Wait for it to finish, or point --db / ${config.DB_ENV_VAR} at another file.")
+        if waited > config.READER_WARN_S and not warned:
+            warnings.warn(f"{what}: waiting for {holder} to finish with {path} ({waited:.0f} s so far)",
+                          stacklevel=4)
+            warned = True
+        time.sleep(config.LOCK_POLL_S)
+
+
+def _configure(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")  # our own tqdm bars report progress
+    return con
+
+
+def connect(db: str | os.PathLike | None = None, read_only: bool = False,
+            shared: bool = True) -> "duckdb.DuckDBPyConnection | SharedReader":
     """Open the rolloutlab database, creating the canonical tables when writable.
 
-    ``db`` defaults to ``$ROLLOUTLAB_DB`` or ``data/rolloutlab.duckdb``. Open ``read_only=True``
-    where you only read: several readers may share a file that no writer holds.
+    ``db`` defaults to ``$ROLLOUTLAB_DB`` or ``data/rolloutlab.duckdb``.
+
+    ``read_only=True`` (notebooks, the CLI's reading commands) returns a ``SharedReader``: it holds
+    the file only while it runs a query and lets go right after, so a notebook left open never
+    blocks ``rolloutlab ingest`` or ``watch``, and every call sees what was committed last; while
+    a writer holds the file, a call waits for it (and says so when the wait is long).
+    ``shared=False`` gives a plain read-only DuckDB connection instead, which holds the file
+    until closed.
+
+    Writing (the default) waits for readers to let go (``config.wait_s("writer")``), then holds the
+    file until ``close()``: keep writing connections short-lived.
     """
     path = config.db_path(db)
     if read_only and not path.exists():
         raise StoreError(f"No database at {path}. Create it with `rolloutlab ingest PATH --db {path}` "
                          "(or `make demo`).")
+    if read_only and shared:
+        return SharedReader(path)
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
+    intent = writer_intent_path(path)
+    if not read_only:
+        intent.write_text(f"{os.getpid()}\n")
     try:
-        con = duckdb.connect(str(path), read_only=read_only)
-    except duckdb.IOException as exc:
-        if "lock" in str(exc).lower():
-            raise DatabaseLockedError(_locked_message(path, exc)) from None
-        raise StoreError(f"Could not open the database {path}: {exc}") from None
-    con.execute("SET TimeZone = 'UTC'")
-    con.execute("SET enable_progress_bar = false")  # our own tqdm bars report progress
+        con = _wait("opening for writing" if not read_only else "opening", path,
+                    config.wait_s("reader" if read_only else "writer"),
+                    lambda: duckdb.connect(str(path), read_only=read_only))
+    except duckdb.Error as exc:
+        raise StoreError(_same_process_message(path) if "different configuration" in str(exc)
+                         else f"Could not open the database {path}: {exc}") from None
+    finally:
+        if not read_only:
+            intent.unlink(missing_ok=True)
+    _configure(con)
     try:
         _ensure_schema(con, path, read_only)
     except Exception:
         con.close()
         raise
     return con
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class Result:
+    """A query's rows, already fetched (the connection that ran it may be closed): ``df()``,
+    ``fetchall()``, ``fetchone()``, ``fetchnumpy()``, ``arrow()`` convert as DuckDB's own do."""
+
+    _lock = threading.Lock()
+    _converter: duckdb.DuckDBPyConnection | None = None
+
+    def __init__(self, table):
+        self._table = table
+        self._next = 0
+
+    def _convert(self, how: str):
+        with Result._lock:
+            if Result._converter is None:
+                Result._converter = duckdb.connect()
+            rel = Result._converter.from_arrow(self._table)
+            # Arrow has no 128-bit integer: DuckDB hands HUGEINT (sums of BIGINT) over as
+            # decimal128(38, 0); read it back as HUGEINT so values come out as they would directly
+            names = [f.name for f in self._table.schema]
+            huge = [str(f.type) == "decimal128(38, 0)" for f in self._table.schema]
+            if any(huge):
+                rel = rel.project(", ".join(
+                    f'CAST({_quote(n)} AS HUGEINT) AS {_quote(n)}' if h else _quote(n) for n, h in zip(names, huge)))
+            return getattr(rel, how)()
+
+    def df(self):
+        return self._convert("df")
+
+    fetchdf = df
+
+    def fetchall(self) -> list[tuple]:
+        rows = self._convert("fetchall")[self._next:]
+        self._next += len(rows)
+        return rows
+
+    def fetchone(self):
+        rows = self._convert("fetchall")
+        if self._next >= len(rows):
+            return None
+        self._next += 1
+        return rows[self._next - 1]
+
+    def fetchnumpy(self):
+        return self._convert("fetchnumpy")
+
+    def arrow(self):
+        return self._table
+
+    fetch_arrow_table = arrow
+
+
+_OPEN_READERS: "weakref.WeakSet[SharedReader]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_readers() -> None:
+    """Close what readers still hold before the interpreter goes: a DuckDB connection closed
+    by a timer thread during shutdown aborts the process."""
+    for reader in list(_OPEN_READERS):
+        reader.close()
+
+
+class SharedReader:
+    """A read-only handle on the database that never holds the file between calls.
+
+    Each query opens the file read-only if it is not open already (waiting while a writer holds
+    it), runs, and fetches its rows; the file is let go ``config.READER_IDLE_S`` seconds after the
+    last query, so the queries of one call (a summary, a readiness check) share one opening. A
+    writer that wants the file says so (``writer_intent_path``): the next query lets go first, so
+    even a reader that queries all the time lets writers in, and then reads what they wrote.
+    Usable wherever the functions of rolloutlab take ``con``.
+    """
+
+    def __init__(self, path: Path, idle_s: float | None = None):
+        self.path = Path(path)
+        self.idle_s = config.READER_IDLE_S if idle_s is None else idle_s
+        self.opened = 0  # how many times the file was opened (the cost per call, in bench/)
+        self._lock = threading.RLock()
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._timer: threading.Timer | None = None
+        self._closed = False
+        _OPEN_READERS.add(self)
+        with self._lock:
+            _ensure_schema(self._open(), self.path, True)
+            self._release_later()
+
+    def _attempt(self):
+        if waiting_writer(self.path) is not None:
+            return None  # a writer is waiting: let it in first
+        try:
+            return duckdb.connect(str(self.path), read_only=True)
+        except duckdb.ConnectionException as exc:
+            if "different configuration" in str(exc):
+                raise StoreError(_same_process_message(self.path)) from None
+            raise
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        if self._closed:
+            raise StoreError(f"This handle on {self.path} was closed; open another with rolloutlab.connect.")
+        if self._con is None:
+            self._con = _configure(_wait("reading", self.path, config.wait_s("reader"), self._attempt))
+            self.opened += 1
+        return self._con
+
+    def _release_later(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = threading.Timer(self.idle_s, self.release)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def release(self) -> None:
+        """Let go of the file now (it is opened again by the next query)."""
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+
+    def execute(self, sql: str, parameters=None) -> Result:
+        with self._lock:
+            if self._con is not None and waiting_writer(self.path) is not None:
+                self.release()  # a writer waits: let it in, then read what it wrote
+            con = self._open()
+            try:
+                cursor = con.cursor()  # its own statement state: nothing left half-fetched on con
+                try:
+                    rel = cursor.sql(sql) if parameters is None else cursor.sql(sql, params=parameters)
+                    return Result(rel.to_arrow_table() if rel is not None else None)
+                finally:
+                    cursor.close()
+            finally:
+                self._release_later()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            self.release()
+            self._closed = True
+
+    def __enter__(self) -> "SharedReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<rolloutlab.SharedReader {self.path}>"
 
 
 def _ensure_schema(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
