@@ -1,6 +1,7 @@
 """Ingest orchestration: idempotence, replacement, all-or-nothing, folders, format detection."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 
 import rolloutlab as rl
 from rolloutlab.ingest.formats import native
-from conftest import FIXTURES
+from conftest import FIXTURES, rollout
 
 GOOD = FIXTURES / "native" / "good.jsonl"
 BAD = FIXTURES / "native" / "bad.jsonl"
@@ -130,3 +131,131 @@ def test_empty_file_loads_nothing(con, tmp_path):
     empty.write_text("")
     result = rl.ingest(con, empty, format="native")
     assert result.loc[0, ["action", "records", "loaded", "rejected"]].tolist() == ["loaded", 0, 0, 0]
+
+
+TABLES = {
+    "rollouts": "SELECT * EXCLUDE (source_id) FROM rollouts ORDER BY rollout_id",
+    "tool_calls": "SELECT * FROM tool_calls ORDER BY rollout_id, call_idx",
+    "grades": "SELECT * FROM grades ORDER BY rollout_id, grader",
+    "rejects": "SELECT line_no, raw, reason FROM rejects ORDER BY line_no",
+    "sources": "SELECT path, format, sha256, bytes, n_records, n_rejected, bytes_loaded, lines_loaded, prefix_sha256 "
+               "FROM sources",
+    "runs": "SELECT * EXCLUDE (source_id) FROM runs ORDER BY run_id",
+    "endpoint_events": "SELECT * EXCLUDE (source_id) FROM endpoint_events ORDER BY line_no",
+}
+
+
+def assert_same_tables(a, b):
+    for name, sql in TABLES.items():
+        assert a.execute(sql).fetchall() == b.execute(sql).fetchall(), name
+
+
+def native_lines(start, n, run="live"):
+    out = []
+    for i in range(start, start + n):
+        rec = rollout(run, f"s{i % 7}", (i % 3) / 2, ["search"] * (i % 4))  # attempts continue across appends
+        if i % 11 == 5:
+            rec["score"] = "bad"  # a reject
+        if i % 13 == 7:
+            rec["rollout_id"] = "twice"  # duplicates, also across the boundary
+        out.append(json.dumps(rec))
+    return out
+
+
+def test_a_grown_file_loads_only_its_new_lines_and_equals_a_full_ingest(tmp_path):
+    path = tmp_path / "live.jsonl"
+    path.write_text("\n".join(native_lines(0, 40)) + "\n")
+    grown = rl.connect(tmp_path / "grown.duckdb")
+    first = rl.ingest(grown, path).iloc[0]
+    assert (first.action, first.records) == ("loaded", 40)
+    with open(path, "a") as fh:
+        fh.write("\n".join(native_lines(40, 25)) + "\n")
+    second = rl.ingest(grown, path).iloc[0]
+    assert (second.action, second.records, second.source_id) == ("appended", 25, first.source_id)
+    assert rl.ingest(grown, path).iloc[0].action == "unchanged"
+    whole = rl.connect(tmp_path / "whole.duckdb")
+    rl.ingest(whole, path)
+    assert_same_tables(grown, whole)
+    assert grown.execute("SELECT count(*) FROM rejects WHERE reason LIKE 'duplicate%(first on line%'").fetchone()[0] == 4
+    grown.close(), whole.close()
+
+
+def test_a_last_line_being_written_is_held_back_while_following(tmp_path):
+    lines = native_lines(0, 12)
+    path = tmp_path / "live.jsonl"
+    path.write_text("\n".join(lines[:10]) + "\n" + lines[10][:25])  # the writer is mid-line
+    con = rl.connect(tmp_path / "follow.duckdb")
+    got = rl.ingest(con, path, follow=True).iloc[0]
+    assert (got.records, got.rejected) == (10, 1)  # line 6 is a bad score; the cut line is not a record
+    assert any("held back" in r for r in got.reasons)
+    path.write_text("\n".join(lines) + "\n")  # the writer finished the line and wrote another
+    got = rl.ingest(con, path, follow=True).iloc[0]
+    assert (got.action, got.records) == ("appended", 2)
+    whole = rl.connect(tmp_path / "whole.duckdb")
+    rl.ingest(whole, path)
+    assert_same_tables(con, whole)
+    con.close(), whole.close()
+
+
+def test_a_cut_line_of_a_finished_ingest_is_taken_back_when_the_file_grows(tmp_path):
+    lines = native_lines(0, 12)
+    path = tmp_path / "live.jsonl"
+    path.write_text("\n".join(lines[:10]) + "\n" + lines[10][:25])
+    con = rl.connect(tmp_path / "finished.duckdb")
+    got = rl.ingest(con, path).iloc[0]
+    assert (got.records, got.rejected) == (11, 2)  # a finished file: the cut line is a reject
+    path.write_text("\n".join(lines) + "\n")
+    assert rl.ingest(con, path).iloc[0].action == "appended"
+    whole = rl.connect(tmp_path / "whole.duckdb")
+    rl.ingest(whole, path)
+    assert_same_tables(con, whole)
+    con.close(), whole.close()
+
+
+def test_a_file_whose_earlier_bytes_changed_is_replaced(con, tmp_path):
+    path = tmp_path / "live.jsonl"
+    path.write_text("\n".join(native_lines(0, 10)) + "\n")
+    rl.ingest(con, path)
+    path.write_text("\n".join(native_lines(1, 12)) + "\n")
+    got = rl.ingest(con, path).iloc[0]
+    assert (got.action, got.records) == ("replaced", 12)
+    assert con.execute("SELECT n_records FROM sources").fetchall() == [(12,)]
+
+
+def test_endpoint_rollouts_complete_when_their_grades_arrive_in_a_later_append(tmp_path):
+    tools = [{"rollout_id": f"r{i}", "tool": "search", "started_at": f"2025-12-09T10:0{i}:00Z",
+              "ended_at": f"2025-12-09T10:0{i}:01Z", "http_status": 200} for i in range(4)]
+    grades = [{"rollout_id": f"r{i}", "run": "train", "sample_id": f"q{i}", "score": i / 4,
+               "ts": f"2025-12-09T10:0{i}:05Z"} for i in range(4)]
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in tools + grades[:1]))
+    grown = rl.connect(tmp_path / "grown.duckdb")
+    rl.ingest(grown, path, format="rft-endpoint")
+    assert grown.execute("SELECT count(*) FROM rollouts WHERE status = 'ungraded'").fetchone() == (3,)
+    with open(path, "a") as fh:
+        fh.write("".join(json.dumps(e) + "\n" for e in grades[1:]))
+    assert rl.ingest(grown, path).iloc[0].action == "appended"
+    assert grown.execute("SELECT count(*) FROM rollouts WHERE status = 'ok'").fetchone() == (4,)
+    whole = rl.connect(tmp_path / "whole.duckdb")
+    rl.ingest(whole, path, format="rft-endpoint")
+    assert_same_tables(grown, whole)
+    grown.close(), whole.close()
+
+
+@pytest.mark.parametrize("fixture, fmt", [(FIXTURES / "buildhours" / "run-1" / "results.jsonl", "buildhours"),
+                                          (FIXTURES / "chat" / "chats.jsonl", "openai-chat")])
+def test_converted_formats_grow_the_same_way(tmp_path, fixture, fmt):
+    lines = fixture.read_text().splitlines(keepends=True)
+    folder = tmp_path / "run-1"
+    folder.mkdir()
+    path = folder / fixture.name
+    half = len(lines) // 2
+    path.write_text("".join(lines[:half]))
+    grown = rl.connect(tmp_path / "grown.duckdb")
+    rl.ingest(grown, path, format=fmt)
+    path.write_text("".join(lines))
+    assert rl.ingest(grown, path, format=fmt).iloc[0].action == "appended"
+    whole = rl.connect(tmp_path / "whole.duckdb")
+    rl.ingest(whole, path, format=fmt)
+    assert_same_tables(grown, whole)
+    grown.close(), whole.close()

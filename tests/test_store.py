@@ -38,7 +38,7 @@ def test_other_schema_version_says_what_to_do(db_path):
     c = rl.connect(db_path)
     c.execute("UPDATE rolloutlab_meta SET value = '99' WHERE key = 'schema_version'")
     c.close()
-    with pytest.raises(rl.SchemaVersionError, match=r"schema version 99; this rolloutlab uses version 4\. "
+    with pytest.raises(rl.SchemaVersionError, match=r"schema version 99; this rolloutlab uses version 5\. "
                                                      r"Re-ingest your logs into a new file"):
         rl.connect(db_path)
 
@@ -108,7 +108,7 @@ def test_version_1_is_upgraded_in_place(db_path):
     with pytest.raises(rl.SchemaVersionError, match="Open it once for writing to upgrade it in place"):
         rl.connect(db_path, read_only=True)
     c = rl.connect(db_path)
-    assert c.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone() == ("4",)
+    assert c.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone() == ("5",)
     assert c.execute("SELECT count(*) FROM training_metrics").fetchone() == (0,)
     assert c.execute("SELECT count(*) FROM endpoint_events").fetchone() == (0,)
     assert c.execute("SELECT sample_id FROM rollouts").fetchall() == [(None,)]

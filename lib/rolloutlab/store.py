@@ -16,9 +16,20 @@ import duckdb
 
 from . import config
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 STATUSES = ("ok", "model_error", "infra_error", "truncated", "ungraded")
+
+# What a file that grows needs remembered (version 5): where its complete lines end, how many
+# there are, the hash of the bytes up to there, and what a last line without its newline added
+# (loaded by a finished ingest, taken back when the line is completed).
+APPEND_DDL = [
+    "ALTER TABLE sources ADD COLUMN IF NOT EXISTS bytes_loaded BIGINT",
+    "ALTER TABLE sources ADD COLUMN IF NOT EXISTS lines_loaded BIGINT",
+    "ALTER TABLE sources ADD COLUMN IF NOT EXISTS prefix_sha256 VARCHAR",
+    "ALTER TABLE sources ADD COLUMN IF NOT EXISTS tail_records INTEGER",
+    "ALTER TABLE sources ADD COLUMN IF NOT EXISTS tail_rejected INTEGER",
+]
 
 # Canonical tables (DESIGN.md). Times are UTC TIMESTAMPs, durations seconds.
 SCHEMA_DDL = [
@@ -28,6 +39,7 @@ SCHEMA_DDL = [
         source_id INTEGER PRIMARY KEY, path VARCHAR NOT NULL, format VARCHAR NOT NULL,
         sha256 VARCHAR NOT NULL, bytes BIGINT, n_records BIGINT, n_rejected BIGINT,
         ingested_at TIMESTAMP)""",
+    *APPEND_DDL,
     """CREATE TABLE IF NOT EXISTS runs (
         run_id VARCHAR PRIMARY KEY, label VARCHAR NOT NULL, model VARCHAR, checkpoint VARCHAR,
         step INTEGER, split VARCHAR, source_id INTEGER, meta JSON)""",
@@ -87,6 +99,7 @@ MIGRATIONS = {
         "ALTER TABLE rollouts ALTER COLUMN sample_id DROP NOT NULL",
         "UPDATE rollouts SET sample_id = NULL WHERE sample_id = '(unknown)'"],
     3: TRAINING_DDL,
+    4: APPEND_DDL,
 }
 
 # Tables whose rows belong to one rollout, deleted with it.

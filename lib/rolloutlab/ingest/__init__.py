@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Iterable
 
@@ -17,6 +18,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import config, store
+from . import filescan
 from .context import LoadContext, LoadResult
 from .formats import FORMATS
 from .lines import STAGED_REJECTS
@@ -46,14 +48,6 @@ def expand_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
         else:
             raise IngestError(f"{p}: no such file or folder. Check the path (relative to {Path.cwd()}).")
     return found
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _head(path: Path) -> tuple[str, object]:
@@ -97,11 +91,15 @@ def _delete_source_sql() -> list[str]:
 
 def ingest(con: duckdb.DuckDBPyConnection, paths: Iterable[str | os.PathLike] | str | os.PathLike,
            format: str = "auto", run: str | None = None, split: str | None = None,
-           step: int | None = None, progress: bool | None = None) -> pd.DataFrame:
+           step: int | None = None, progress: bool | None = None, follow: bool = False) -> pd.DataFrame:
     """Load files into the canonical tables in one transaction; return one row per file.
 
-    ``action`` per file: ``loaded``, ``replaced`` (the path was loaded before with other content),
-    ``unchanged`` (same content already loaded: nothing added) or ``failed`` (format not known).
+    ``action`` per file: ``loaded``, ``appended`` (the file grew since it was loaded, its earlier
+    bytes unchanged: only its new lines were read — line formats), ``replaced`` (the path was
+    loaded before with other content), ``unchanged`` (same content already loaded: nothing added)
+    or ``failed`` (format not known). ``follow=True`` (``rolloutlab watch``) holds back a last line
+    without its newline, as a file still being written has; otherwise such a line is read, and
+    rejected when it is cut-off JSON. The counts of an appended file are those of its new lines.
     An exception leaves the database as it was.
     """
     if isinstance(paths, (str, os.PathLike)):
@@ -114,7 +112,7 @@ def ingest(con: duckdb.DuckDBPyConnection, paths: Iterable[str | os.PathLike] | 
     with store.transaction(con):
         for path in tqdm(files, desc="ingest", unit="file", disable=disable):
             try:
-                rows.append(_ingest_file(con, path, format, run, split, step))
+                rows.append(_ingest_file(con, path, format, run, split, step, follow))
             except (IngestError, store.StoreError):
                 raise
             except OSError as exc:
@@ -130,42 +128,104 @@ def ingest(con: duckdb.DuckDBPyConnection, paths: Iterable[str | os.PathLike] | 
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
-def _ingest_file(con, path: Path, format: str, run, split, step) -> dict:
+def _id_prefix(path: Path) -> str:
+    """Rollout ids derived from a file's lines start with its stem and a hash of where it lives:
+    stable when the file grows, the same in every database."""
+    return f"{path.stem}-{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]}-L"
+
+
+PREVIOUS_COLUMNS = ["source_id", "format", "sha256", "bytes_loaded", "lines_loaded", "prefix_sha256",
+                    "tail_records", "tail_rejected", "n_records", "n_rejected"]
+
+
+def _drop_tail_sql() -> list[str]:
+    """Rows of a source from lines after $lines: a last line loaded without its newline, read again
+    now that the file grew."""
+    mine = "SELECT rollout_id FROM rollouts WHERE source_id = $sid AND source_line > $lines"
+    return [f"DELETE FROM {t} WHERE rollout_id IN ({mine})" for t in store.ROLLOUT_CHILD_TABLES] + [
+        "DELETE FROM rollouts WHERE source_id = $sid AND source_line > $lines",
+        "DELETE FROM rejects WHERE source_id = $sid AND line_no > $lines",
+        "DELETE FROM endpoint_events WHERE source_id = $sid AND line_no > $lines",
+    ]
+
+
+def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = False) -> dict:
     resolved = str(path.resolve())
     row = {"path": str(path), "format": format, "source_id": None, "records": 0, "loaded": 0,
            "rejected": 0, "reasons": []}
-    sha = sha256_file(path)
+    found = con.execute(f"SELECT {', '.join(PREVIOUS_COLUMNS)} FROM sources WHERE path = ?", [resolved]).fetchone()
+    previous = dict(zip(PREVIOUS_COLUMNS, found)) if found else None
+    scan = filescan.scan(path, prefix=previous["bytes_loaded"] if previous else None)
     same = con.execute("SELECT source_id, path, format, n_records, n_rejected FROM sources WHERE sha256 = ?",
-                       [sha]).fetchone()
+                       [scan.sha256]).fetchone()
     if same:
         row.update(action="unchanged", source_id=same[0], format=same[2], records=same[3],
                    loaded=same[3] - same[4], rejected=same[4],
                    reasons=[] if same[1] == resolved else [f"same content as {same[1]}, already loaded"])
         return row
-    fmt = format if format != "auto" else detect_format(path)
+    fmt = format if format != "auto" else (previous["format"] if previous else detect_format(path))
     if fmt is None:
         row.update(action="failed", reasons=[
             f"{path}: could not tell the format from its first record; pass --format "
             f"({', '.join(FORMATS)})"])
         return row
     row["format"] = fmt
-    previous = con.execute("SELECT source_id FROM sources WHERE path = ?", [resolved]).fetchone()
-    if previous:
-        for sql in _delete_source_sql():
-            con.execute(sql, {"sid": previous[0]})
-    source_id = con.execute("SELECT nextval('source_id_seq')").fetchone()[0]
-    con.execute("INSERT INTO sources VALUES (?, ?, ?, ?, ?, NULL, NULL, now()::TIMESTAMP)",
-                [source_id, resolved, fmt, sha, path.stat().st_size])
-    ctx = LoadContext(con=con, path=path, source_id=source_id, run=run, split=split, step=step,
-                      id_prefix=f"{path.stem}-{sha[:8]}-L")
-    result: LoadResult = FORMATS[fmt].load(ctx)
+    module = FORMATS[fmt]
+    appendable = getattr(module, "appendable", lambda p: False)(path)
+    # a last line without its newline may still be being written: held back while following
+    end = scan.complete_end if (follow and appendable) else scan.size
+    grew = (previous is not None and appendable and previous["format"] == fmt
+            and previous["prefix_sha256"] is not None and scan.prefix_sha256 == previous["prefix_sha256"])
+    if grew:
+        source_id, start, offset = previous["source_id"], previous["bytes_loaded"], previous["lines_loaded"]
+        if end <= start and not previous["tail_records"]:
+            row.update(action="unchanged", source_id=source_id, records=previous["n_records"],
+                       loaded=previous["n_records"] - previous["n_rejected"], rejected=previous["n_rejected"],
+                       reasons=[f"{path}: its last line has no line end yet: held back until it is complete"])
+            return row
+        for sql in _drop_tail_sql():
+            store.run_sql(con, sql, {"sid": source_id, "lines": offset})
+        base_records = previous["n_records"] - (previous["tail_records"] or 0)
+        base_rejected = previous["n_rejected"] - (previous["tail_rejected"] or 0)
+        action = "appended"
+    else:
+        if previous:
+            for sql in _delete_source_sql():
+                con.execute(sql, {"sid": previous["source_id"]})
+        source_id = con.execute("SELECT nextval('source_id_seq')").fetchone()[0]
+        con.execute("INSERT INTO sources (source_id, path, format, sha256, bytes, ingested_at) "
+                    "VALUES (?, ?, ?, ?, ?, now()::TIMESTAMP)", [source_id, resolved, fmt, scan.sha256, scan.size])
+        start, offset, base_records, base_rejected = 0, 0, 0, 0
+        action = "replaced" if previous else "loaded"
+    with tempfile.TemporaryDirectory(prefix="rolloutlab-") as tmp:
+        part = None if (start, end) == (0, scan.size) else filescan.copy_range(path, start, end, tmp)
+        ctx = LoadContext(con=con, path=path, source_id=source_id, run=run, split=split, step=step,
+                          id_prefix=_id_prefix(path), read_path=part, line_offset=offset)
+        result: LoadResult = module.load(ctx)
     con.execute(f"INSERT INTO rejects SELECT $sid, line_no, raw, reason FROM {STAGED_REJECTS}", {"sid": source_id})
-    con.execute("UPDATE sources SET n_records = ?, n_rejected = ? WHERE source_id = ?",
-                [result.n_records, result.n_rejected, source_id])
+    # a last line read without its newline (a finished file): remembered, to be read again if it grows
+    tail_read = appendable and end > scan.complete_end
+    tail_records = int(tail_read and bool(_tail_text(path, scan.complete_end, end).strip()))
+    tail_rejected = int(tail_records and con.execute(
+        "SELECT count(*) FROM rejects WHERE source_id = ? AND line_no > ?", [source_id, scan.lines]).fetchone()[0] > 0)
+    n_records, n_rejected = base_records + result.n_records, base_rejected + result.n_rejected
+    con.execute("""UPDATE sources SET sha256 = ?, bytes = ?, n_records = ?, n_rejected = ?, ingested_at = now()::TIMESTAMP,
+                   bytes_loaded = ?, lines_loaded = ?, prefix_sha256 = ?, tail_records = ?, tail_rejected = ?
+                   WHERE source_id = ?""",
+                [scan.sha256, scan.size, n_records, n_rejected,
+                 scan.complete_end if appendable else None, scan.lines if appendable else None,
+                 scan.complete_sha256 if appendable else None, tail_records, tail_rejected, source_id])
     reasons = [f"{path}:{line}: {reason}" for line, reason in con.execute(
-        "SELECT line_no, reason FROM rejects WHERE source_id = ? ORDER BY line_no LIMIT ?",
-        [source_id, config.SHOWN_REJECTS]).fetchall()]
-    row.update(action="replaced" if previous else "loaded", source_id=source_id, records=result.n_records,
-               loaded=result.n_records - result.n_rejected, rejected=result.n_rejected,
-               reasons=result.notes + reasons)
+        "SELECT line_no, reason FROM rejects WHERE source_id = ? AND line_no > ? ORDER BY line_no LIMIT ?",
+        [source_id, offset, config.SHOWN_REJECTS]).fetchall()]
+    if follow and appendable and scan.size > end:
+        reasons.append(f"{path}: its last line has no line end yet: held back until it is complete")
+    row.update(action=action, source_id=source_id, records=result.n_records, loaded=result.n_records - result.n_rejected,
+               rejected=result.n_rejected, reasons=result.notes + reasons)
     return row
+
+
+def _tail_text(path: Path, start: int, end: int) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        return fh.read(min(end - start, 1 << 16))

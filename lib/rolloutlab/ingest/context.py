@@ -16,6 +16,15 @@ class LoadContext:
     run: str | None = None  # --run: overrides the file's run labels
     split: str | None = None
     step: int | None = None
+    # appending to a file loaded before: read only this file of its new lines, numbered after
+    # the ``line_offset`` lines loaded already (``path`` still names the file, for labels)
+    read_path: Path | None = None
+    line_offset: int = 0
+
+    @property
+    def source(self) -> Path:
+        """The file to read."""
+        return self.read_path or self.path
 
 
 @dataclass

@@ -128,7 +128,7 @@ def load_items(ctx: LoadContext, items: Iterable[Item], notes: list[str] | None 
     con = ctx.con
     con.execute("CREATE OR REPLACE TEMP TABLE _rl_all_rejects (line_no BIGINT, raw VARCHAR, reason VARCHAR)")
     n_records = n_rejected = 0
-    ordinal = 0
+    ordinal = ctx.line_offset
     with tempfile.TemporaryDirectory(prefix="rolloutlab-") as tmp:
         path = Path(tmp) / f"{ctx.path.stem}.jsonl"
         iterator = iter(items)
@@ -151,7 +151,7 @@ def load_items(ctx: LoadContext, items: Iterable[Item], notes: list[str] | None 
                         fh.write("\n")
                     else:
                         fh.write(line + "\n")
-            result = native.load(replace(ctx, path=path))
+            result = native.load(replace(ctx, path=path, read_path=None, line_offset=0))
             _locate_rejects(con, locations, failures)
             con.execute(f"INSERT INTO _rl_all_rejects SELECT * FROM {STAGED_REJECTS}")
             n_records += result.n_records + len(failures)
@@ -159,7 +159,7 @@ def load_items(ctx: LoadContext, items: Iterable[Item], notes: list[str] | None 
             notes += result.notes
     con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_REJECTS} AS SELECT * FROM _rl_all_rejects")
     con.execute("DROP TABLE _rl_all_rejects")
-    if ordinal == 0:
+    if ordinal == ctx.line_offset == 0:
         notes.append(f"{ctx.path}: no records in the file: nothing to load")
     return LoadResult(n_records=n_records, n_rejected=n_rejected, notes=notes)
 
@@ -234,11 +234,11 @@ def classify_error(text: str | None) -> str:
     return "infra_error" if any(m in lowered for m in INFRA_MARKERS) else "model_error"
 
 
-def jsonl_records(path: Path):
+def jsonl_records(path: Path, line_offset: int = 0):
     """(line number, parsed record or None, raw line, problem) for every line of a JSONL file; blank
-    lines come back as None records without a problem."""
+    lines come back as None records without a problem. Numbers start after ``line_offset``."""
     with open(path, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
+        for number, line in enumerate(fh, start=1 + line_offset):
             if not line.strip():
                 yield number, None, line, None
                 continue
@@ -252,10 +252,10 @@ def jsonl_records(path: Path):
                                            "truncated" if cut else f"invalid JSON ({exc.msg} at column {exc.colno})")
 
 
-def jsonl_items(path: Path, convert) -> Iterable[Item]:
+def jsonl_items(path: Path, convert, line_offset: int = 0) -> Iterable[Item]:
     """Items of a JSONL file whose lines are mapped one by one by ``convert(record, line_no)``
     -> (native record or None, reason or None); blank, invalid and non-object lines handled here."""
-    for number, rec, line, problem in jsonl_records(path):
+    for number, rec, line, problem in jsonl_records(path, line_offset):
         location = f"line {number}"
         if rec is None and problem is None:
             yield Item(location, skip=True)

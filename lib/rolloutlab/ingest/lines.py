@@ -36,10 +36,12 @@ POSITION = "rowid - (SELECT min(rowid) FROM _rl_raw)"
 NOT_BLANK = "line IS NOT NULL AND (strlen(line) > 64 OR trim(line) <> '')"
 
 
-def number_lines_sql(with_rejected_lines: bool) -> str:
+def number_lines_sql(with_rejected_lines: bool, offset: int = 0) -> str:
+    """Lines numbered from ``offset`` + 1 (a file's new lines continue its numbering)."""
+    offset = int(offset)
     if not with_rejected_lines:  # the usual case: a view, no copy of the text
         return f"""CREATE OR REPLACE TEMP VIEW {LINES_TABLE} AS
-            SELECT {POSITION} + 1 AS line_no, line FROM _rl_raw WHERE {NOT_BLANK}"""
+            SELECT {POSITION} + 1 + {offset} AS line_no, line FROM _rl_raw WHERE {NOT_BLANK}"""
     return f"""
     CREATE OR REPLACE TEMP TABLE {LINES_TABLE} AS
     WITH bad AS (SELECT DISTINCT line AS line_no FROM _rl_csv_rejects),
@@ -48,16 +50,16 @@ def number_lines_sql(with_rejected_lines: bool) -> str:
         SELECT g.line_no, row_number() OVER (ORDER BY g.line_no) - 1 AS pos
         FROM total, generate_series(1, total.n) AS g(line_no)
         WHERE g.line_no NOT IN (SELECT line_no FROM bad))
-    SELECT n.line_no, r.line
+    SELECT n.line_no + {offset} AS line_no, r.line
     FROM (SELECT {POSITION} AS pos, line FROM _rl_raw) r JOIN good_numbers n USING (pos)
     WHERE {NOT_BLANK}
     """
 
 
-def encoding_rejects_sql() -> str:
+def encoding_rejects_sql(offset: int = 0) -> str:
     return f"""
     INSERT INTO {STAGED_REJECTS}
-    SELECT DISTINCT ON (line) line, csv_line,
+    SELECT DISTINCT ON (line) line + {int(offset)}, csv_line,
         CASE WHEN error_type = 'INVALID ENCODING'
              THEN 'invalid UTF-8: the line has bytes that are not UTF-8; re-encode the file as UTF-8'
              ELSE 'unreadable line (' || error_type || '): ' || error_message END
@@ -79,18 +81,19 @@ class Staged:
                 "has no line end: the file looks truncated (was the writer stopped mid-write?)'")
 
 
-def stage_lines(con: duckdb.DuckDBPyConnection, path: Path) -> Staged:
-    """Make ``_rl_lines(line_no, line)`` (blank lines skipped) and stage undecodable lines."""
+def stage_lines(con: duckdb.DuckDBPyConnection, path: Path, offset: int = 0) -> Staged:
+    """Make ``_rl_lines(line_no, line)`` (blank lines skipped) and stage undecodable lines;
+    line numbers start after ``offset``."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_REJECTS} (line_no BIGINT, raw VARCHAR, reason VARCHAR)")
     drop_lines(con)
     if path.stat().st_size == 0:
         con.execute("CREATE TEMP TABLE _rl_raw (line VARCHAR)")
-        con.execute(number_lines_sql(False))
+        con.execute(number_lines_sql(False, offset))
         return Staged(0, None)
     con.execute(read_lines_sql(), {"path": str(path)})
     n_bad = con.execute("SELECT count(*) FROM _rl_csv_rejects").fetchall()[0][0]
-    con.execute(number_lines_sql(n_bad > 0))
-    con.execute(encoding_rejects_sql())
+    con.execute(number_lines_sql(n_bad > 0, offset))
+    con.execute(encoding_rejects_sql(offset))
     n_lines, last = con.execute(f"SELECT count(*), max(line_no) FROM {LINES_TABLE}").fetchall()[0]
     return Staged(n_lines + n_bad, None if ends_with_newline(path) else last)
 

@@ -193,7 +193,7 @@ def history_rows(rec: dict, job: str) -> list[tuple]:
 def load_history(ctx: LoadContext) -> LoadResult:
     job = ctx.run or ctx.path.parent.name
     metric_rows, rejects, n = [], [], 0
-    for number, rec, line, problem in jsonl_records(ctx.path):
+    for number, rec, line, problem in jsonl_records(ctx.source, ctx.line_offset):
         if rec is None and problem is None:
             continue
         n += 1
@@ -212,3 +212,8 @@ def load_history(ctx: LoadContext) -> LoadResult:
 
 def load(ctx: LoadContext) -> LoadResult:
     return load_trajectories(ctx) if ctx.path.suffix == ".parquet" else load_history(ctx)
+
+
+def appendable(path) -> bool:
+    """history.jsonl grows a line per logged step: only its new lines load."""
+    return path.name == "history.jsonl"

@@ -111,4 +111,9 @@ def load(ctx: LoadContext) -> LoadResult:
     notes = [] if ctx.run else [f"{ctx.path}: run label '{label}' (the run folder; repeated evaluations of "
                                 "one model: pass the same --run to make them attempts of one run)"]
 
-    return load_items(ctx, jsonl_items(ctx.path, lambda rec: record(rec, label)), notes)
+    return load_items(ctx, jsonl_items(ctx.source, lambda rec: record(rec, label), ctx.line_offset), notes)
+
+
+def appendable(path) -> bool:
+    """Lines are independent records: a file that grew loads only its new lines."""
+    return True

@@ -191,7 +191,8 @@ def rows_sql(has_run_override: bool, staged: Staged) -> str:
 
 def rejected_lines_sql() -> str:
     """Lines that do not load: their own problem, the first problem of their items (arrays in
-    field order), or a rollout id seen before (earlier in the file or in the database)."""
+    field order), or a rollout id seen before (earlier in the file, also in lines loaded before it
+    grew, or in the database)."""
     item_problems = " UNION ALL ".join(
         f"SELECT line_no, {i} AS arr, idx, problem FROM _rl_{name} WHERE problem IS NOT NULL"
         for i, name in enumerate(ARRAYS))
@@ -206,7 +207,9 @@ def rejected_lines_sql() -> str:
     UNION ALL
     SELECT line_no, reason FROM (
         SELECT line_no,
-            CASE WHEN first_line < line_no
+            CASE WHEN o.source_id = $source_id  -- an earlier line of this file, loaded before it grew
+                 THEN 'duplicate rollout_id ''' || rollout_id || ''' (first on line ' || o.source_line || ')'
+                 WHEN first_line < line_no
                  THEN 'duplicate rollout_id ''' || rollout_id || ''' (first on line ' || first_line || ')'
                  WHEN o.rollout_id IS NOT NULL
                  THEN 'duplicate rollout_id ''' || rollout_id || ''': already loaded from ' || s.path
@@ -233,14 +236,17 @@ def insert_sql() -> list[str]:
                    bool_or(score IS NULL) AS grader_failed
             FROM _rl_grades GROUP BY line_no)
         SELECT w.rollout_id, w.run_id, w.sample_id,
-            coalesce(w.attempt_given, row_number() OVER (PARTITION BY w.run_id, w.sample_id ORDER BY w.line_no) - 1),
+            coalesce(w.attempt_given, coalesce(e.earlier, 0)
+                     + row_number() OVER (PARTITION BY w.run_id, w.sample_id ORDER BY w.line_no) - 1),
             w.started_at, w.ended_at, w.latency_s,
             coalesce(w.status_given, CASE WHEN g.grader_failed THEN 'infra_error' ELSE 'ok' END),
             w.stop_reason, w.final_answer,
             coalesce(w.score_given, g.weighted), coalesce(c.n_turns, 0), coalesce(c.n_calls, 0),
             w.input_tokens, w.output_tokens, w.reasoning_tokens, w.cost_usd, w.error,
             $source_id, w.line_no
-        FROM _rl_ok w LEFT JOIN calls c USING (line_no) LEFT JOIN graded g USING (line_no)""",
+        FROM _rl_ok w LEFT JOIN calls c USING (line_no) LEFT JOIN graded g USING (line_no)
+        LEFT JOIN (SELECT run_id, sample_id, count(*) AS earlier FROM rollouts  -- lines loaded before
+                   WHERE source_id = $source_id GROUP BY run_id, sample_id) e USING (run_id, sample_id)""",
         """INSERT INTO tool_calls
         SELECT w.rollout_id, t.idx, coalesce(t.turn, t.idx), t.tool, t.arguments, t.started_at, t.ended_at,
                t.latency_s, t.status, t.error, t.output_chars
@@ -268,13 +274,13 @@ STAGING = ("_rl_tool_calls", "_rl_grades", "_rl_messages", "_rl_rows", "_rl_reje
 
 def load(ctx: LoadContext) -> LoadResult:
     con = ctx.con
-    staged = stage_lines(con, ctx.path)
+    staged = stage_lines(con, ctx.source, ctx.line_offset)
     con.execute(rows_sql(ctx.run is not None, staged),
                 {"id_prefix": ctx.id_prefix, "run": ctx.run, "step": ctx.step, "split": ctx.split})
     con.execute(items_sql("tool_calls", tool_call_values()))
     con.execute(items_sql("grades", grade_values()))
     con.execute(items_sql("messages", _typed(MESSAGE_FIELDS)))
-    con.execute(rejected_lines_sql())
+    con.execute(rejected_lines_sql(), {"source_id": ctx.source_id})
     con.execute(f"""INSERT INTO {STAGED_REJECTS}
         SELECT j.line_no, l.line, j.reason FROM _rl_rejected j JOIN {LINES_TABLE} l USING (line_no)""")
     for sql in insert_sql():
@@ -284,3 +290,8 @@ def load(ctx: LoadContext) -> LoadResult:
     drop_lines(con)
     n_rejected = con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchall()[0][0]
     return LoadResult(n_records=staged.n_records, n_rejected=n_rejected)
+
+
+def appendable(path) -> bool:
+    """Lines are independent records: a file that grew loads only its new lines."""
+    return True

@@ -45,4 +45,9 @@ def record(rec: dict, label: str) -> tuple[dict | None, str | None]:
 def load(ctx: LoadContext) -> LoadResult:
     label = ctx.run or ctx.path.stem
 
-    return load_items(ctx, jsonl_items(ctx.path, lambda rec: record(rec, label)))
+    return load_items(ctx, jsonl_items(ctx.source, lambda rec: record(rec, label), ctx.line_offset))
+
+
+def appendable(path) -> bool:
+    """Lines are independent records: a file that grew loads only its new lines."""
+    return True

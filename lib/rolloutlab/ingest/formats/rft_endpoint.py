@@ -234,7 +234,7 @@ def assemble_sql() -> list[str]:
 
 def load(ctx: LoadContext) -> LoadResult:
     con = ctx.con
-    staged = stage_lines(con, ctx.path)
+    staged = stage_lines(con, ctx.source, ctx.line_offset)
     con.execute(events_sql(ctx.run is not None, staged))
     p = {"sid": ctx.source_id}
     con.execute(f"CREATE OR REPLACE TEMP TABLE _rl_conflicts AS {conflicts_sql()}", p)
@@ -253,3 +253,8 @@ def load(ctx: LoadContext) -> LoadResult:
     n_rejected = con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchall()[0][0]
     drop_lines(con)
     return LoadResult(n_records=staged.n_records, n_rejected=n_rejected)
+
+
+def appendable(path) -> bool:
+    """Lines are independent records: a file that grew loads only its new lines."""
+    return True

@@ -63,5 +63,10 @@ def load(ctx: LoadContext) -> LoadResult:
     notes = [] if ctx.run else [f"{ctx.path}: runs '{name}-step<N>' (the dump folder; --run NAME to name the "
                                 f"training run), split '{split}' (--split to override)"]
     # --run names the training run; each step stays a run of its own (<name>-step<N>)
-    return load_items(replace(ctx, run=None), jsonl_items(ctx.path, lambda rec: record(rec, name, split, file_step)),
+    return load_items(replace(ctx, run=None), jsonl_items(ctx.source, lambda rec: record(rec, name, split, file_step), ctx.line_offset),
                       notes)
+
+
+def appendable(path) -> bool:
+    """Lines are independent records: a file that grew loads only its new lines."""
+    return True
