@@ -27,6 +27,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step", type=int, help="training step for every record (overrides the file's)")
     p.add_argument("--json", action="store_true", help="print the per-file results as JSON")
 
+    p = sub.add_parser("watch", help="follow growing logs: ingest what is new every few seconds (Ctrl-C stops)")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    _add_db(p)
+    p.add_argument("--interval", type=float, default=config.WATCH_INTERVAL_S, help="seconds between polls")
+    p.add_argument("--once", action="store_true", help="one poll, then exit (for cron and scripts)")
+    p.add_argument("--format", default="auto")
+    p.add_argument("--run")
+    p.add_argument("--split")
+    p.add_argument("--step", type=int)
+
     p = sub.add_parser("runs", help="list what is loaded")
     _add_db(p)
     p.add_argument("--json", action="store_true")
@@ -131,6 +141,16 @@ def cmd_ingest(args) -> int:
     # holds no records (a tau2 file without simulations) is not a failure
     nothing = result.records.sum() > 0 and result.loaded.sum() == 0 and not (result.action == "unchanged").any()
     return EXIT_FAILED if nothing or (result.action == "failed").all() else EXIT_OK
+
+
+def cmd_watch(args) -> int:
+    from . import watch
+
+    for path in args.paths:
+        if not Path(path).exists():
+            raise ValueError(f"{path}: no such file or folder to watch. Check the path (relative to {Path.cwd()}).")
+    return watch.run(args.db, args.paths, args.interval, once=args.once, echo=lambda line: print(line, flush=True),
+                     format=args.format, run=args.run, split=args.split, step=args.step)
 
 
 def cmd_runs(args) -> int:
@@ -319,7 +339,7 @@ def cmd_demo(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"ingest": cmd_ingest, "runs": cmd_runs, "rejects": cmd_rejects, "summary": cmd_summary, "check": cmd_check,
+COMMANDS = {"ingest": cmd_ingest, "watch": cmd_watch, "runs": cmd_runs, "rejects": cmd_rejects, "summary": cmd_summary, "check": cmd_check,
             "compare": cmd_compare, "report": cmd_report,
             "synth": cmd_synth, "demo": cmd_demo}
 
