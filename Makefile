@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/compare.py
 	$(BIN)/python bench/endpoint.py
 	$(BIN)/python bench/inspect_eval.py
+	$(BIN)/python bench/live.py
 
 clean:
 	rm -rf $(VENV) data/demo data/rolloutlab.duckdb data/rolloutlab.duckdb.wal

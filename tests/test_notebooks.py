@@ -13,9 +13,9 @@ from rolloutlab import config, synth
 NOTEBOOKS = sorted(config.NOTEBOOKS_DIR.glob("*.ipynb"))
 
 
-def test_the_six_notebooks_exist():
+def test_the_seven_notebooks_exist():
     assert [p.stem for p in NOTEBOOKS] == ["01-explore", "02-readiness", "03-tool-use", "04-latency",
-                                           "05-compare", "06-report"]
+                                           "05-compare", "06-report", "07-live"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -45,7 +45,7 @@ def small_db(tmp_path_factory):
 def execute(path, db):
     book = nbformat.read(path, as_version=4)
     index = next(i for i, c in enumerate(book.cells) if "parameters" in c.metadata.get("tags", []))
-    injected = nbformat.v4.new_code_cell(f"DB = {str(db)!r}\nBASE = 'base'\nCANDIDATE = 'step10'")
+    injected = nbformat.v4.new_code_cell(f"DB = {str(db)!r}\nBASE = 'base'\nCANDIDATE = 'step10'\nMAX_UPDATES = 1")
     injected.metadata["tags"] = ["injected-parameters"]
     book.cells.insert(index + 1, injected)
     NotebookClient(book, timeout=300, kernel_name="python3",

@@ -267,7 +267,7 @@ def shift_test(con: duckdb.DuckDBPyConnection, base: str, candidate: str, metric
 NO_SPLIT = "(no split)"
 BY_STEP_COLUMNS = ["run", "split", "step", "step_known", "rollouts", "samples", "mean_score", "pass_at_1", "best_of_n", "signal_share",
                    "tool_calls_mean", "long_tail_share", "turns_mean", "latency_p95", "input_tokens_mean",
-                   "output_tokens_mean", "n_excluded"]
+                   "output_tokens_mean", "n_excluded", "n_infra_error", "n_ungraded"]
 
 
 def by_step(con: duckdb.DuckDBPyConnection, runs=None, pass_threshold: float | None = None,

@@ -62,8 +62,9 @@ READER_WARN_S = 2.0
 # How long a writer waits for readers (and other writers) to let go of the file.
 WRITER_WAIT_S = 120.0
 LOCK_POLL_S = 0.05
-# rolloutlab watch: seconds between polls of the logs
+# rolloutlab watch: seconds between polls of the logs; rl.live: seconds between redraws
 WATCH_INTERVAL_S = 10.0
+LIVE_EVERY_S = 10.0
 
 # How many reject reasons the CLI prints per ingest.
 SHOWN_REJECTS = 5

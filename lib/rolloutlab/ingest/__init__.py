@@ -176,6 +176,9 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
     end = scan.complete_end if (follow and appendable) else scan.size
     grew = (previous is not None and appendable and previous["format"] == fmt
             and previous["prefix_sha256"] is not None and scan.prefix_sha256 == previous["prefix_sha256"])
+    lines = (previous["lines_loaded"] if grew else 0) + scan.lines_after_prefix
+    if not grew and scan.prefix_sha256 is not None:  # counted after a prefix that did not match
+        lines = filescan.count_lines(path, scan.complete_end)
     if grew:
         source_id, start, offset = previous["source_id"], previous["bytes_loaded"], previous["lines_loaded"]
         if end <= start and not previous["tail_records"]:
@@ -207,13 +210,13 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
     tail_read = appendable and end > scan.complete_end
     tail_records = int(tail_read and bool(_tail_text(path, scan.complete_end, end).strip()))
     tail_rejected = int(tail_records and con.execute(
-        "SELECT count(*) FROM rejects WHERE source_id = ? AND line_no > ?", [source_id, scan.lines]).fetchone()[0] > 0)
+        "SELECT count(*) FROM rejects WHERE source_id = ? AND line_no > ?", [source_id, lines]).fetchone()[0] > 0)
     n_records, n_rejected = base_records + result.n_records, base_rejected + result.n_rejected
     con.execute("""UPDATE sources SET sha256 = ?, bytes = ?, n_records = ?, n_rejected = ?, ingested_at = now()::TIMESTAMP,
                    bytes_loaded = ?, lines_loaded = ?, prefix_sha256 = ?, tail_records = ?, tail_rejected = ?
                    WHERE source_id = ?""",
                 [scan.sha256, scan.size, n_records, n_rejected,
-                 scan.complete_end if appendable else None, scan.lines if appendable else None,
+                 scan.complete_end if appendable else None, lines if appendable else None,
                  scan.complete_sha256 if appendable else None, tail_records, tail_rejected, source_id])
     reasons = [f"{path}:{line}: {reason}" for line, reason in con.execute(
         "SELECT line_no, reason FROM rejects WHERE source_id = ? AND line_no > ? ORDER BY line_no LIMIT ?",

@@ -8,6 +8,8 @@ mid-line is never mistaken for a cut-off file.
 from __future__ import annotations
 
 import hashlib
+import mmap
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,43 +21,52 @@ class Scan:
     size: int
     sha256: str  # of the whole file
     prefix_sha256: str | None  # of bytes [0, prefix) when a prefix was asked for and the file has it
-    prefix_lines: int  # newlines in [0, prefix)
     complete_end: int  # just past the last newline: where the complete lines end
     complete_sha256: str  # of bytes [0, complete_end)
-    lines: int  # newlines in [0, complete_end): the complete lines
+    lines_after_prefix: int  # newlines in [prefix, complete_end) (in the whole file without a prefix)
 
 
 def scan(path: Path, prefix: int | None = None) -> Scan:
-    """Hash the file once, keeping on the way the hash of its first ``prefix`` bytes and of its
-    complete lines (the hash state before the last block with a newline, finished up to it)."""
+    """Hash the file once (memory-mapped: no copies), keeping on the way the hash of its first
+    ``prefix`` bytes and of its complete lines; count the newlines after the prefix only — the
+    prefix's are known when its hash matches."""
     whole = hashlib.sha256()
-    prefix_sha = hashlib.sha256().hexdigest() if prefix == 0 else None
-    size = lines = prefix_lines = 0
-    last_newline, before_last = -1, None  # (hash state before that block, the block, where)
     with open(path, "rb") as fh:
-        while True:
-            block = fh.read(BLOCK)
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            empty = whole.hexdigest()
+            return Scan(0, empty, empty if prefix == 0 else None, 0, empty, 0)
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            view = memoryview(mm)
+            try:
+                start = prefix if prefix is not None and prefix <= size else 0
+                whole.update(view[:start])
+                prefix_sha = whole.hexdigest() if prefix is not None and prefix <= size else None
+                complete_end = mm.rfind(b"\n") + 1
+                if complete_end >= start:
+                    complete = whole.copy()
+                    complete.update(view[start:complete_end])
+                else:  # cannot happen for a prefix that ended a line; kept exact anyway
+                    complete = hashlib.sha256(view[:complete_end])
+                whole.update(view[start:])
+                lines = sum(mm[i:min(i + BLOCK, complete_end)].count(b"\n") for i in range(start, complete_end, BLOCK))
+            finally:
+                view.release()
+    return Scan(size=size, sha256=whole.hexdigest(), prefix_sha256=prefix_sha, complete_end=complete_end,
+                complete_sha256=complete.hexdigest(), lines_after_prefix=lines)
+
+
+def count_lines(path: Path, end: int) -> int:
+    """Newlines in the first ``end`` bytes."""
+    n = 0
+    with open(path, "rb") as fh:
+        while end > 0:
+            block = fh.read(min(BLOCK, end))
             if not block:
                 break
-            at = block.rfind(b"\n")
-            if at >= 0:
-                before_last = (whole.copy(), block, at)
-                last_newline = size + at
-            if prefix and prefix_sha is None and size + len(block) >= prefix:
-                cut = prefix - size
-                head = whole.copy()
-                head.update(block[:cut])
-                prefix_sha = head.hexdigest()
-                prefix_lines = lines + block.count(b"\n", 0, cut)
-            whole.update(block)
-            lines += block.count(b"\n")
-            size += len(block)
-    complete = hashlib.sha256()
-    if before_last is not None:
-        complete, block, at = before_last
-        complete.update(block[:at + 1])
-    return Scan(size=size, sha256=whole.hexdigest(), prefix_sha256=prefix_sha, prefix_lines=prefix_lines,
-                complete_end=last_newline + 1, complete_sha256=complete.hexdigest(), lines=lines)
+            n += block.count(b"\n")
+            end -= len(block)
+    return n
 
 
 def copy_range(path: Path, start: int, end: int, folder: str | Path) -> Path:

@@ -258,24 +258,41 @@ CURVES = [("mean_score", "mean score"), ("pass_at_1", "pass@1"), ("tool_calls_me
           ("input_tokens_mean", "input tokens per rollout")]
 
 
-def training_curves(by_step: pd.DataFrame) -> Figure:
-    """Metrics against training step (from ``by_step``): one line per split; a run without a
-    step (a base model) is a hollow marker at step 0."""
-    by_step = require(by_step, "training curves")
+def _split_curves(df: pd.DataFrame, curves, title: str) -> Figure:
+    """One panel per (column, label); one line per split; a step-less run as a hollow marker."""
     fig, axes = _figure(10, 5.8, ncols=3, nrows=2)
-    colors = split_colors(list(by_step.split.unique()))
-    for ax, (col, label) in zip(axes.ravel(), CURVES):
-        for split, df in by_step.groupby("split", sort=False):
-            ax.plot(df.step, df[col], marker="o", color=colors[split], label=split)
-            unknown = df[~df.step_known]
+    colors = split_colors(list(df.split.unique()))
+    for ax, (col, label) in zip(axes.ravel(), curves):
+        for split, part in df.groupby("split", sort=False):
+            ax.plot(part.step, part[col], marker="o", color=colors[split], label=split)
+            unknown = part[~part.step_known]
             ax.plot(unknown.step, unknown[col], marker="o", linestyle="", markerfacecolor="white",
                     color=colors[split])
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("training step")
     axes[0][0].legend(title="split", fontsize=8)
-    note = " (hollow: no step, drawn at 0)" if (~by_step.step_known).any() else ""
-    fig.suptitle(f"Along training ({len(by_step)} checkpoints, one line per split){note}")
+    note = " (hollow: no step, drawn at 0)" if (~df.step_known).any() else ""
+    fig.suptitle(title + note)
     return fig
+
+
+def training_curves(by_step: pd.DataFrame) -> Figure:
+    """Metrics against training step (from ``by_step``): one line per split; a run without a
+    step (a base model) is a hollow marker at step 0."""
+    by_step = require(by_step, "training curves")
+    return _split_curves(by_step, CURVES, f"Along training ({len(by_step)} checkpoints, one line per split)")
+
+
+LIVE_CURVES = [("mean_score", "mean score"), ("signal_share", "signal share (samples that vary)"),
+               ("tool_calls_mean", "tool calls per rollout"), ("latency_p95", "P95 latency (s)"),
+               ("infra_share", "infra errors (share)"), ("ungraded_share", "never graded (share)")]
+
+
+def live_panel(frame: pd.DataFrame) -> Figure:
+    """The health of a run while it trains (from ``live_frame``): reward, signal, tool calls,
+    latency, infra errors and ungraded rollouts along the steps, one line per split."""
+    frame = require(frame, "the live view")
+    return _split_curves(frame, LIVE_CURVES, f"The run so far ({len(frame)} checkpoints)")
 
 
 # What a trainer reports (``training_metrics``), one panel each: (title, row filter).
