@@ -1,10 +1,12 @@
 """What the benchmark scripts share: timing a child process (its own peak memory) and warm best-of-n."""
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 
 def run_child(code: str, *args: str) -> tuple[float, float, str]:
@@ -17,6 +19,15 @@ def run_child(code: str, *args: str) -> tuple[float, float, str]:
     if os.waitstatus_to_exitcode(status):
         raise SystemExit(f"child failed ({os.waitstatus_to_exitcode(status)}): {code}")
     return seconds, usage.ru_maxrss / 1024, out.strip()
+
+
+def size_parser(samples: int = 50_000) -> argparse.ArgumentParser:
+    """The options every ingest benchmark takes: how much synthetic data, and where it goes."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=samples)
+    ap.add_argument("--attempts", type=int, default=4)
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    return ap
 
 
 def best_of(fn, repeat: int = 3) -> float:

@@ -8,12 +8,11 @@ process (peak memory from wait4).
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from rolloutlab import synth
 
-from common import machine, print_children, run_child
+from common import machine, print_children, run_child, size_parser
 
 INGEST = """
 import sys, rolloutlab as rl
@@ -24,10 +23,7 @@ print(con.execute("SELECT count(*), sum(n_tool_calls) FROM rollouts").fetchone()
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--samples", type=int, default=50_000)
-    ap.add_argument("--attempts", type=int, default=4)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    ap = size_parser()
     args = ap.parse_args()
     folder = args.out / "endpoint"
     if not folder.exists():

@@ -8,15 +8,13 @@ Times drift between runs on a shared machine: compare the ratios, which are take
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import sys
 import time
-from pathlib import Path
 
-from common import run_child
+from common import run_child, size_parser
 
 CONTENDERS = {
     "duckdb count(*) over read_json": """
@@ -50,10 +48,7 @@ print(len(rollouts), len(calls))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--samples", type=int, default=50_000)
-    ap.add_argument("--attempts", type=int, default=4)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    ap = size_parser()
     ap.add_argument("--skip-pandas", action="store_true")
     args = ap.parse_args()
 

@@ -13,14 +13,13 @@
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from common import machine, run_child
+from common import machine, run_child, size_parser
 
 # Both ingests in one process, as `rolloutlab watch` runs them (imports paid once); each timed
 # from opening the database for writing to closing it.
@@ -87,7 +86,7 @@ def per_call(db: Path) -> dict[str, float]:
     return out
 
 
-def writer_wait(db: Path, src: Path) -> float:
+def writer_wait(db: Path) -> float:
     """Seconds a writer waits to get the file while another process reads in a tight loop."""
     import subprocess
 
@@ -105,10 +104,7 @@ def writer_wait(db: Path, src: Path) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--samples", type=int, default=50_000)
-    ap.add_argument("--attempts", type=int, default=4)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    ap = size_parser()
     args = ap.parse_args()
     from rolloutlab import synth
 
@@ -134,7 +130,7 @@ def main() -> None:
     print("|---|---:|")
     for name, seconds in per_call(db).items():
         print(f"| {name} | {seconds:.3f} |")
-    print(f"\na writer waited {writer_wait(db, live):.3f} s for the file while another process read in a tight loop")
+    print(f"\na writer waited {writer_wait(db):.3f} s for the file while another process read in a tight loop")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,7 @@ import pytest
 
 import rolloutlab as rl
 from hypothesis import given
-from hypothesis import strategies as st
-from mutations import SETTINGS, assert_ingest_survives, mutated_document, mutated_jsonl, mutated_zip, read_jsonl
+from mutations import SETTINGS, assert_ingest_survives, mutated_jsonl, read_jsonl
 from conftest import FIXTURES
 
 PATH = FIXTURES / "buildhours" / "run-1" / "results.jsonl"

@@ -1,14 +1,11 @@
 """Chat transcripts: tool calls of one assistant message share a turn; samples named by prompt."""
 from __future__ import annotations
 
-import json
 
-import pytest
 
 import rolloutlab as rl
 from hypothesis import given
-from hypothesis import strategies as st
-from mutations import SETTINGS, assert_ingest_survives, mutated_document, mutated_jsonl, mutated_zip, read_jsonl
+from mutations import SETTINGS, assert_ingest_survives, mutated_jsonl, read_jsonl
 from conftest import FIXTURES
 
 PATH = FIXTURES / "chat" / "chats.jsonl"

@@ -9,7 +9,6 @@ import json
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 import rolloutlab as rl
 from conftest import FIXTURES

@@ -9,7 +9,7 @@ import rolloutlab as rl
 from hypothesis import given
 from hypothesis import strategies as st
 from rolloutlab import config
-from mutations import SETTINGS, assert_ingest_survives, mutated_document, mutated_jsonl, mutated_zip, read_jsonl
+from mutations import SETTINGS, assert_ingest_survives, mutated_document
 
 AIRLINE = "gpt-4.1_airline_default_gpt-4.1_1trials.json"
 

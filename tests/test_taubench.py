@@ -9,7 +9,7 @@ import rolloutlab as rl
 from hypothesis import given
 from hypothesis import strategies as st
 from rolloutlab import config
-from mutations import SETTINGS, assert_ingest_survives, mutated_document, mutated_jsonl, mutated_zip, read_jsonl
+from mutations import SETTINGS, assert_ingest_survives, mutated_document
 
 REAL = pytest.mark.skipif(not config.real_data_dir().is_dir(), reason="real logs not found (../shared/data/real)")
 
