@@ -108,3 +108,23 @@ def test_paired_quantile_bootstrap_matches_a_direct_resampling():
         for row in w.astype(int):
             reps.append(np.quantile(np.repeat(vc, row[codes_c]), 0.9) - np.quantile(np.repeat(vb, row[codes_b]), 0.9))
     assert (lo, hi) == pytest.approx(tuple(np.quantile(reps, [0.025, 0.975])))
+
+
+def test_shared_resamples_give_each_scope_what_its_own_bootstrap_gives():
+    rng = np.random.default_rng(11)
+    clusters = np.repeat(np.arange(60), 5)
+    a = np.sort(rng.lognormal(size=300))
+    b_idx = np.sort(rng.choice(300, size=120, replace=False))
+    b_values, b_codes = rng.lognormal(size=120), clusters[b_idx]
+    order = np.argsort(b_values, kind="stable")
+    a_codes = clusters[np.argsort(rng.random(300))]  # any clustering of the sorted values
+    shared = stats.cluster_bootstrap_quantiles_shared(
+        {"a": (a, a_codes, 300), "b": (b_values[order], b_codes[order], 120)}, 60, [0.5, 0.9], seed=4)
+    # scope a draws the first 300 resamples of the stream, b its first 120: as alone, with the same seed
+    assert np.allclose(shared["a"], stats.cluster_bootstrap_quantiles(a, a_codes, [0.5, 0.9], n_boot=300, seed=4))
+    weights = np.vstack(list(stats.resample_counts(60, 120, seed=4)))
+    sv = stats.SortedValues(b_values, b_codes, 60)
+    reps = np.column_stack([sv.quantiles(q, weights) for q in (0.5, 0.9)])
+    want = np.array([stats.percentile_interval(reps[:, i], 0.95) for i in range(2)])
+    assert np.allclose(shared["b"], want)
+    assert np.isnan(stats.cluster_bootstrap_quantiles_shared({"c": (np.array([]), np.array([]), 10)}, 60, [0.5])["c"]).all()

@@ -36,6 +36,33 @@ def cluster_bootstrap_quantiles(values: np.ndarray, clusters: np.ndarray, qs: li
     return np.array([percentile_interval(reps[:, i], ci) for i in range(len(qs))])
 
 
+def cluster_bootstrap_quantiles_shared(scopes: dict[str, tuple[np.ndarray, np.ndarray, int]], n_clusters: int,
+                                       qs: list[float], seed: int = 0, ci: float = 0.95) -> dict[str, np.ndarray]:
+    """``cluster_bootstrap_quantiles`` for several scopes over one set of clusters (a run's rollouts
+    and each tool's calls, clustered by dataset sample): every scope's resample r weighs the
+    clusters the same way, so one stream of weights serves them all. ``scopes``: name -> (values
+    sorted ascending, their cluster codes in 0..n_clusters-1, resamples wanted). Returns name ->
+    (len(qs), 2) bounds."""
+    live = {name: (SortedValues(v, c, n_clusters, presorted=True), n) for name, (v, c, n) in scopes.items()
+            if len(v) and n > 0}
+    reps: dict[str, list] = {name: [] for name in live}
+    done = 0
+    for weights in resample_counts(n_clusters, max((n for _, n in live.values()), default=0), seed):
+        for name, (sorted_values, wanted) in live.items():
+            if done < wanted:
+                take = weights[: wanted - done]
+                reps[name].append(np.column_stack([sorted_values.quantiles(q, take) for q in qs]))
+        done += len(weights)
+    out = {}
+    for name in scopes:
+        if name not in live:
+            out[name] = np.full((len(qs), 2), np.nan)
+            continue
+        stacked = np.vstack(reps[name])
+        out[name] = np.array([percentile_interval(stacked[:, i], ci) for i in range(len(qs))])
+    return out
+
+
 def percentile_interval(reps: np.ndarray, ci: float) -> tuple[float, float]:
     """The central ``ci`` interval of bootstrap replicates (NaN when none is defined)."""
     reps = reps[~np.isnan(reps)]
@@ -95,10 +122,13 @@ def _as_columns(x) -> np.ndarray:
 class SortedValues:
     """Values of one run sorted once, with the shared-sample code of each, for quantile resampling."""
 
-    def __init__(self, values, codes, n_samples: int):
-        order = np.argsort(np.asarray(values, dtype=float), kind="stable")
-        self.values = np.asarray(values, dtype=float)[order]
-        self.codes = np.asarray(codes)[order]
+    def __init__(self, values, codes, n_samples: int, presorted: bool = False):
+        values = np.asarray(values, dtype=float)
+        if presorted:  # sorted by the database already
+            self.values, self.codes = values, np.asarray(codes)
+        else:
+            order = np.argsort(values, kind="stable")
+            self.values, self.codes = values[order], np.asarray(codes)[order]
         self.n_samples = n_samples
         self._bands: dict[float, Band] = {}
 

@@ -124,6 +124,11 @@ def ingest(con: duckdb.DuckDBPyConnection, paths: Iterable[str | os.PathLike] | 
                     "written: the whole ingest was rolled back. Ingest the other files without this one, "
                     "and report this error with the file (it is a defect: bad records should land in "
                     "rejects).") from exc
+        # formats that assemble rollouts from several files do it once, after all of them
+        for name in dict.fromkeys(r["format"] for r in rows if r["action"] in ("loaded", "replaced", "appended")):
+            finish = getattr(FORMATS[name], "finish", None)
+            if finish is not None:
+                finish(con, run)
         con.execute("DELETE FROM runs WHERE run_id NOT IN (SELECT DISTINCT run_id FROM rollouts)")
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 

@@ -23,12 +23,17 @@ def latency_sql() -> str:
     """
 
 
-def latency_values_sql(scope: str) -> str:
-    """(latency_s, sample_id) of the rollouts, or of one tool's calls ($tool)."""
-    if scope == "rollout":
-        return f"SELECT latency_s, sample_id FROM ({included_sql()}) WHERE latency_s IS NOT NULL"
-    return f"""SELECT t.latency_s, i.sample_id FROM tool_calls t JOIN ({included_sql()}) i USING (rollout_id)
-               WHERE t.tool = $tool AND t.latency_s IS NOT NULL"""
+def latency_values_sql() -> str:
+    """(scope, latency_s, code) of the rollouts (scope 'rollout') and of every tool's calls, sorted
+    by scope and latency; code numbers the run's dataset samples 0.. — the bootstrap's clusters,
+    one numbering for every scope (integers sort far faster than ids)."""
+    return f"""
+    WITH inc AS (SELECT *, dense_rank() OVER (ORDER BY sample_id) - 1 AS code FROM ({included_sql()}))
+    SELECT 'rollout' AS scope, latency_s, code FROM inc WHERE latency_s IS NOT NULL
+    UNION ALL
+    SELECT t.tool, t.latency_s, i.code FROM tool_calls t JOIN inc i USING (rollout_id) WHERE t.latency_s IS NOT NULL
+    ORDER BY scope, latency_s
+    """
 
 
 def latency(con: duckdb.DuckDBPyConnection, run: str, percentiles: Iterable[float] = (50, 95, 99),
@@ -37,26 +42,28 @@ def latency(con: duckdb.DuckDBPyConnection, run: str, percentiles: Iterable[floa
     """Latency percentiles (seconds) of one run, overall (``scope='rollout'``) and per tool.
 
     CIs resample dataset samples with replacement (attempts of one sample move together),
-    ``n_boot`` times for rollouts and ``tool_n_boot`` times per tool; seeded.
+    ``n_boot`` times for rollouts and ``tool_n_boot`` times per tool — the same resamples for
+    every scope; seeded.
     """
     labels = resolve_runs(con, run)
     pcts = [float(p) for p in percentiles]
     qs = [p / 100 for p in pcts]
     p = params(labels, include_errors, qs=qs)
     points = run_sql(con, latency_sql(), p).df()
+    values = run_sql(con, latency_values_sql(), p).fetchnumpy()
+    scope_of, lat, code = values["scope"], np.asarray(values["latency_s"], dtype=float), values["code"]
+    n_clusters = int(code.max()) + 1 if len(code) else 0
+    starts = np.flatnonzero(np.r_[True, scope_of[1:] != scope_of[:-1]]) if len(scope_of) else np.array([], int)
+    bounds_of = np.r_[starts, len(scope_of)]
+    scopes = {str(scope_of[a]): (lat[a:b], code[a:b], n_boot if scope_of[a] == "rollout" else tool_n_boot)
+              for a, b in zip(bounds_of[:-1], bounds_of[1:])}
+    bounds = stats.cluster_bootstrap_quantiles_shared(scopes, n_clusters, qs, seed=seed, ci=ci)
     rows = []
-    for scope, n, values in points.itertuples(index=False):  # one iteration per scope, not per row
-        if n:
-            sql = latency_values_sql("rollout" if scope == "rollout" else "tool")
-            arrays = run_sql(con, sql, {**p, "tool": scope}).fetchnumpy()
-            bounds = stats.cluster_bootstrap_quantiles(
-                arrays["latency_s"], arrays["sample_id"], qs,
-                n_boot=n_boot if scope == "rollout" else tool_n_boot, seed=seed, ci=ci)
-        else:
-            bounds = np.full((len(qs), 2), np.nan)
+    for scope, n, point in points.itertuples(index=False):  # one iteration per scope, not per row
+        b = bounds.get(scope, np.full((len(qs), 2), np.nan))
         for i, pct in enumerate(pcts):
-            rows.append({"scope": scope, "percentile": pct, "value": values[i] if n else np.nan,
-                         "ci_low": bounds[i, 0], "ci_high": bounds[i, 1], "n": int(n)})
+            rows.append({"scope": scope, "percentile": pct, "value": point[i] if n else np.nan,
+                         "ci_low": b[i, 0], "ci_high": b[i, 1], "n": int(n)})
     return pd.DataFrame(rows, columns=["scope", "percentile", "value", "ci_low", "ci_high", "n"])
 
 

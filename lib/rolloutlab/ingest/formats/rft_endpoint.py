@@ -1,9 +1,9 @@
 """rft-endpoint: what a team's tool endpoint and grader endpoint log during Agent RFT.
 
 JSONL files, in any number and order, one event per line: tool events, grade events, sample
-events (docs/formats.md). Events are kept in ``endpoint_events``; after every file, each rollout
-touched by it is assembled again from all of its events, whichever file or ingest call brought
-them. Everything is SQL.
+events (docs/formats.md). Events are kept in ``endpoint_events``; once all files of an ingest
+call are in (``finish``), each rollout they touched is assembled again from all of its events,
+whichever file or ingest call brought them. Everything is SQL.
 """
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def assemble_sql() -> list[str]:
                 for t in store.ROLLOUT_CHILD_TABLES]
     return [
         """CREATE OR REPLACE TEMP TABLE _rl_affected AS
-           SELECT DISTINCT rollout_id FROM endpoint_events WHERE source_id = $sid AND rollout_id IS NOT NULL
+           SELECT DISTINCT rollout_id FROM _rl_touched
            UNION  -- events whose rollout is gone (a replaced file took it)
            SELECT DISTINCT e.rollout_id FROM endpoint_events e
            WHERE e.rollout_id IS NOT NULL AND e.rollout_id NOT IN (SELECT rollout_id FROM rollouts)
@@ -138,15 +138,15 @@ def assemble_sql() -> list[str]:
         *children,
         "DELETE FROM rollouts WHERE rollout_id IN (SELECT rollout_id FROM _rl_affected)",
         f"""CREATE OR REPLACE TEMP TABLE _rl_calls AS
-        WITH ordered AS (
-            SELECT *, row_number() OVER (PARTITION BY rollout_id ORDER BY started_at NULLS LAST, source_id, line_no) - 1
-                      AS call_idx
-            FROM endpoint_events WHERE kind = 'tool' AND rollout_id IN (SELECT rollout_id FROM _rl_affected)),
-        flagged AS (  -- a call opens a turn when every earlier call has ended (so none runs beside it)
-            SELECT *, coalesce(started_at >= max(ended_at) OVER (PARTITION BY rollout_id ORDER BY call_idx
-                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), true) AS opens_turn
-            FROM ordered)
-        SELECT *, sum(opens_turn::INTEGER) OVER (PARTITION BY rollout_id ORDER BY call_idx) - 1 AS turn_idx,
+        WITH flagged AS (  -- a call opens a turn when every earlier call has ended (so none runs beside it)
+            SELECT *, row_number() OVER w - 1 AS call_idx,
+                   coalesce(started_at >= max(ended_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                            true) AS opens_turn
+            FROM endpoint_events WHERE kind = 'tool' AND rollout_id IN (SELECT rollout_id FROM _rl_affected)
+            WINDOW w AS (PARTITION BY rollout_id ORDER BY started_at NULLS LAST, source_id, line_no))
+        -- one window order throughout, so the calls are sorted once
+        SELECT *, sum(opens_turn::INTEGER) OVER (PARTITION BY rollout_id ORDER BY started_at NULLS LAST, source_id,
+                                                 line_no ROWS UNBOUNDED PRECEDING) - 1 AS turn_idx,
                CASE WHEN NOT {failed} THEN 'ok' WHEN {infra} THEN 'infra_error' ELSE 'model_error' END AS outcome
         FROM flagged""",
         """INSERT INTO tool_calls
@@ -224,12 +224,16 @@ def assemble_sql() -> list[str]:
         FROM rollouts r LEFT JOIN endpoint_events e ON e.rollout_id = r.rollout_id AND e.kind = 'grade'
         WHERE r.rollout_id IN (SELECT rollout_id FROM _rl_affected) AND r.run_id NOT IN (SELECT run_id FROM runs)
         GROUP BY r.run_id""",
-        """INSERT INTO samples
-        SELECT sample_id, split, any_value(prompt), any_value(reference), NULL, $sid
-        FROM endpoint_events e WHERE source_id = $sid AND kind = 'sample'
-          AND NOT EXISTS (SELECT 1 FROM samples s WHERE s.sample_id = e.sample_id AND s.split IS NOT DISTINCT FROM e.split)
-        GROUP BY sample_id, split""",
     ]
+
+
+def samples_sql() -> str:
+    """The dataset's samples named by this file's sample events (once per sample and split)."""
+    return """INSERT INTO samples
+        SELECT sample_id, split, any_value(prompt), any_value(reference), NULL, $sid
+        FROM _rl_ev e WHERE reason IS NULL AND kind = 'sample'
+          AND NOT EXISTS (SELECT 1 FROM samples s WHERE s.sample_id = e.sample_id AND s.split IS NOT DISTINCT FROM e.split)
+        GROUP BY sample_id, split"""
 
 
 def load(ctx: LoadContext) -> LoadResult:
@@ -246,13 +250,27 @@ def load(ctx: LoadContext) -> LoadResult:
     con.execute(f"""INSERT INTO endpoint_events (source_id, line_no, kind, {columns})
         SELECT $sid, line_no, kind, {columns} FROM _rl_ev
         WHERE reason IS NULL AND line_no NOT IN (SELECT line_no FROM _rl_conflicts)""", {"sid": ctx.source_id})
-    for sql in assemble_sql():
-        run_sql(con, sql, {"sid": ctx.source_id, "run": ctx.run})
-    for table in ("_rl_ev", "_rl_conflicts", "_rl_affected", "_rl_calls", "_rl_grade"):
+    con.execute(samples_sql(), {"sid": ctx.source_id})
+    # the rollouts these events touch are assembled once, after every file of the ingest call
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS _rl_touched (rollout_id VARCHAR)")
+    con.execute("""INSERT INTO _rl_touched SELECT DISTINCT rollout_id FROM _rl_ev
+                   WHERE reason IS NULL AND rollout_id IS NOT NULL
+                     AND line_no NOT IN (SELECT line_no FROM _rl_conflicts)""")
+    for table in ("_rl_ev", "_rl_conflicts"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     n_rejected = con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchall()[0][0]
     drop_lines(con)
     return LoadResult(n_records=staged.n_records, n_rejected=n_rejected)
+
+
+def finish(con, run: str | None) -> None:
+    """Assemble every rollout the call's files touched, from all of its events (whichever file
+    or call brought them), once for the whole call."""
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS _rl_touched (rollout_id VARCHAR)")
+    for sql in assemble_sql():
+        run_sql(con, sql, {"run": run})
+    for table in ("_rl_touched", "_rl_affected", "_rl_calls", "_rl_grade"):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def appendable(path) -> bool:
