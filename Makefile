@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/endpoint.py
 	$(BIN)/python bench/inspect_eval.py
 	$(BIN)/python bench/live.py
+	$(BIN)/python bench/sweep.py
 
 clean:
 	rm -rf $(VENV) data/demo data/rolloutlab.duckdb data/rolloutlab.duckdb.wal

@@ -9,10 +9,11 @@ import time
 from pathlib import Path
 
 
-def run_child(code: str, *args: str) -> tuple[float, float, str]:
-    """Wall seconds, peak resident memory (MB, from wait4) and stdout of ``python -c code args``."""
+def run_child(code: str, *args: str, python: str | None = None) -> tuple[float, float, str]:
+    """Wall seconds, peak resident memory (MB, from wait4) and stdout of ``python -c code args``
+    (``python``: another interpreter, e.g. a venv's)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([python or sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True)
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0

@@ -198,3 +198,22 @@ def test_an_integer_too_large_is_rejected_not_nulled(con, tmp_path):
 @SETTINGS
 def test_mutated_native_lines_never_crash(data):
     assert_ingest_survives(data, "mutated.jsonl", "native")
+
+
+def test_a_file_larger_than_a_chunk_loads_as_if_whole(tmp_path, monkeypatch):
+    """Chunks of a few lines: line numbers, rejects (a cut-off last line too), duplicate ids and
+    attempts continue across chunk borders exactly as in one piece."""
+    from rolloutlab import config
+    from test_ingest import TABLES, native_lines
+
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join(native_lines(0, 60)) + "\n" + native_lines(60, 1)[0][:30])
+    whole = rl.connect(tmp_path / "whole.duckdb")
+    rl.ingest(whole, path)
+    monkeypatch.setattr(config, "NATIVE_CHUNK_BYTES", 700)  # a few lines a chunk
+    chunked = rl.connect(tmp_path / "chunked.duckdb")
+    result = rl.ingest(chunked, path).iloc[0]
+    assert (result.records, result.rejected) == (61, whole.execute("SELECT n_rejected FROM sources").fetchone()[0])
+    for name, sql in TABLES.items():
+        assert chunked.execute(sql).fetchall() == whole.execute(sql).fetchall(), name
+    whole.close(), chunked.close()

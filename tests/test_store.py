@@ -214,3 +214,13 @@ def test_the_intent_of_a_killed_writer_is_ignored(db_path):
     with rl.connect(db_path, read_only=True) as shared:
         assert shared.execute("SELECT count(*) FROM sources").fetchone() == (0,)
     assert time.monotonic() - started < 1.0
+
+
+def test_a_writer_has_a_memory_limit(db_path, monkeypatch):
+    con = rl.connect(db_path)
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "1.8 GiB"  # 2GB, as DuckDB says it
+    con.close()
+    monkeypatch.setenv("ROLLOUTLAB_MEMORY_LIMIT", "500MB")
+    con = rl.connect(db_path)
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "476.8 MiB"
+    con.close()

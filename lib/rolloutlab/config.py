@@ -51,6 +51,9 @@ CHECK_THRESHOLDS = {
 
 # Ingest: longest single JSONL record we accept (a rollout with long transcripts).
 MAX_LINE_BYTES = 64 * 1024 * 1024
+# A native file larger than this loads a chunk of lines at a time, in the same transaction, so
+# an ingest's memory is that of a chunk, not of the file.
+NATIVE_CHUNK_BYTES = 256 * 1024 * 1024
 # Formats mapped record by record (tau-bench, tau2, inspect) load this many records at a time.
 CONVERT_BATCH_RECORDS = 2000
 # Readers never block writers (store.SharedReader): a reading handle holds the database file only
@@ -62,6 +65,9 @@ READER_WARN_S = 2.0
 # How long a writer waits for readers (and other writers) to let go of the file.
 WRITER_WAIT_S = 120.0
 LOCK_POLL_S = 0.05
+# DuckDB's memory for a writing connection: beyond it, a large ingest spills to disk (beside the
+# database) instead of growing with the file. $ROLLOUTLAB_MEMORY_LIMIT overrides ("4GB").
+WRITER_MEMORY_LIMIT = "2GB"
 # rolloutlab watch: seconds between polls of the logs; rl.live: seconds between redraws
 WATCH_INTERVAL_S = 10.0
 LIVE_EVERY_S = 10.0

@@ -223,6 +223,8 @@ def connect(db: str | os.PathLike | None = None, read_only: bool = False,
         if not read_only:
             intent.unlink(missing_ok=True)
     _configure(con)
+    if not read_only:  # an ingest's memory stays flat as files grow
+        con.execute("SET memory_limit = ?", [os.environ.get("ROLLOUTLAB_MEMORY_LIMIT", config.WRITER_MEMORY_LIMIT)])
     try:
         _ensure_schema(con, path, read_only)
     except Exception:

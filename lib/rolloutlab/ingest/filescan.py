@@ -82,3 +82,33 @@ def copy_range(path: Path, start: int, end: int, folder: str | Path) -> Path:
             dst.write(block)
             remaining -= len(block)
     return out
+
+
+def line_chunks(path: Path, folder: str | Path, target: int, start: int = 0, end: int | None = None):
+    """Bytes [start, end) of ``path`` as consecutive files of about ``target`` bytes each, cut
+    after a newline, written into ``folder`` one at a time: yields (chunk file, its newlines).
+    The caller loads a chunk before asking for the next (which overwrites it)."""
+    end = os.path.getsize(path) if end is None else end
+    out = Path(folder) / path.name
+    with open(path, "rb") as src:
+        src.seek(start)
+        position = start
+        while position < end:
+            written = newlines = 0
+            with open(out, "wb") as dst:
+                while position < end:
+                    block = src.read(min(BLOCK, end - position))
+                    if not block:
+                        break
+                    if written + len(block) >= target:
+                        cut = block.find(b"\n", max(0, target - written - 1))
+                        if cut >= 0:  # end the chunk with this line; the rest starts the next one
+                            src.seek(position + cut + 1)
+                            block = block[: cut + 1]
+                    dst.write(block)
+                    written += len(block)
+                    newlines += block.count(b"\n")
+                    position += len(block)
+                    if written >= target and block.endswith(b"\n"):
+                        break
+            yield out, newlines

@@ -7,9 +7,13 @@ first problem, or none; the lines without a reason are inserted.
 """
 from __future__ import annotations
 
-from ... import store
+import tempfile
+from dataclasses import replace
+
+from ... import config, store
 from ...store import run_sql
 from ..context import LoadContext, LoadResult
+from ..filescan import line_chunks
 from ..fields import Field, first_problem_sql, lit, required_checks, struct_type, type_checks
 from ..lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, stage_lines
 
@@ -273,6 +277,26 @@ STAGING = ("_rl_tool_calls", "_rl_grades", "_rl_messages", "_rl_rows", "_rl_reje
 
 
 def load(ctx: LoadContext) -> LoadResult:
+    """A file larger than ``config.NATIVE_CHUNK_BYTES`` loads a chunk of lines at a time (line
+    numbers, attempts and duplicate checks continue across chunks), all in the caller's
+    transaction: memory stays that of a chunk however large the file."""
+    if ctx.source.stat().st_size <= config.NATIVE_CHUNK_BYTES:
+        return load_part(ctx)
+    con = ctx.con
+    con.execute("CREATE OR REPLACE TEMP TABLE _rl_all_rejects (line_no BIGINT, raw VARCHAR, reason VARCHAR)")
+    n_records = n_rejected = 0
+    offset = ctx.line_offset
+    with tempfile.TemporaryDirectory(prefix="rolloutlab-") as tmp:
+        for chunk, newlines in line_chunks(ctx.source, tmp, config.NATIVE_CHUNK_BYTES):
+            result = load_part(replace(ctx, read_path=chunk, line_offset=offset))
+            con.execute(f"INSERT INTO _rl_all_rejects SELECT * FROM {STAGED_REJECTS}")
+            n_records, n_rejected, offset = n_records + result.n_records, n_rejected + result.n_rejected, offset + newlines
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_REJECTS} AS SELECT * FROM _rl_all_rejects")
+    con.execute("DROP TABLE _rl_all_rejects")
+    return LoadResult(n_records=n_records, n_rejected=n_rejected)
+
+
+def load_part(ctx: LoadContext) -> LoadResult:
     con = ctx.con
     staged = stage_lines(con, ctx.source, ctx.line_offset)
     con.execute(rows_sql(ctx.run is not None, staged),
