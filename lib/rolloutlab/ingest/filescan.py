@@ -8,7 +8,6 @@ mid-line is never mistaken for a cut-off file.
 from __future__ import annotations
 
 import hashlib
-import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,33 +26,38 @@ class Scan:
 
 
 def scan(path: Path, prefix: int | None = None) -> Scan:
-    """Hash the file once (memory-mapped: no copies), keeping on the way the hash of its first
-    ``prefix`` bytes and of its complete lines; count the newlines after the prefix only — the
-    prefix's are known when its hash matches."""
+    """Hash the file once, keeping on the way the hash of its first ``prefix`` bytes and of its
+    complete lines; count the newlines after the prefix only — the prefix's are known when its
+    hash matches. Blocks are read into one reused buffer: no copies, and the process holds a
+    block, not the file (a memory map would count the whole file as the process's memory)."""
     whole = hashlib.sha256()
+    buf = bytearray(BLOCK)
+    view = memoryview(buf)
+    size = lines = 0
+    prefix_sha = hashlib.sha256().hexdigest() if prefix == 0 else None
+    complete_end, complete_sha = 0, hashlib.sha256().hexdigest()
     with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size == 0:
-            empty = whole.hexdigest()
-            return Scan(0, empty, empty if prefix == 0 else None, 0, empty, 0)
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            view = memoryview(mm)
-            try:
-                start = prefix if prefix is not None and prefix <= size else 0
-                whole.update(view[:start])
-                prefix_sha = whole.hexdigest() if prefix is not None and prefix <= size else None
-                complete_end = mm.rfind(b"\n") + 1
-                if complete_end >= start:
-                    complete = whole.copy()
-                    complete.update(view[start:complete_end])
-                else:  # cannot happen for a prefix that ended a line; kept exact anyway
-                    complete = hashlib.sha256(view[:complete_end])
-                whole.update(view[start:])
-                lines = sum(mm[i:min(i + BLOCK, complete_end)].count(b"\n") for i in range(start, complete_end, BLOCK))
-            finally:
-                view.release()
+        while n := fh.readinto(buf):
+            at = buf.rfind(b"\n", 0, n)
+            before = whole.copy() if at >= 0 else None
+            if prefix and prefix_sha is None and size + n >= prefix:  # the block the prefix ends in
+                head = whole.copy()
+                head.update(view[:prefix - size])
+                prefix_sha = head.hexdigest()
+                count_from = prefix - size
+            else:
+                count_from = n if (prefix and prefix_sha is None) else 0  # inside the prefix: known
+            lines += buf.count(b"\n", count_from, n)
+            whole.update(view[:n])
+            if before is not None:
+                before.update(view[:at + 1])
+                complete_end, complete_sha = size + at + 1, before.hexdigest()
+            size += n
+    view.release()
+    if prefix and prefix_sha is None:  # the file is shorter than the prefix: count it all
+        lines = count_lines(path, complete_end)
     return Scan(size=size, sha256=whole.hexdigest(), prefix_sha256=prefix_sha, complete_end=complete_end,
-                complete_sha256=complete.hexdigest(), lines_after_prefix=lines)
+                complete_sha256=complete_sha, lines_after_prefix=lines)
 
 
 def count_lines(path: Path, end: int) -> int:
