@@ -149,7 +149,7 @@ def cmd_watch(args) -> int:
     for path in args.paths:
         if not Path(path).exists():
             raise ValueError(f"{path}: no such file or folder to watch. Check the path (relative to {Path.cwd()}).")
-    return watch.run(args.db, args.paths, args.interval, once=args.once, echo=lambda line: print(line, flush=True),
+    return watch.run(args.db, args.paths, args.interval, echo=lambda line: print(line, flush=True), once=args.once,
                      format=args.format, run=args.run, split=args.split, step=args.step)
 
 

@@ -111,8 +111,9 @@ def _latest_step(db) -> int | None:
         reader.close()
 
 
-def run(db, paths: list, interval: float, once: bool = False, echo=print, **options) -> int:
-    """Poll every ``interval`` seconds until stopped (Ctrl-C), one line per poll."""
+def run(db, paths: list, interval: float, echo, once: bool = False, **options) -> int:
+    """Poll every ``interval`` seconds until stopped (Ctrl-C), handing one line per poll to
+    ``echo`` (the CLI prints them)."""
     state = WatchState()
     try:
         while True:
