@@ -76,7 +76,8 @@ def inspect_python(out: Path) -> Path:
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", INSPECT_AI], check=True)
+        # samples_df needs pandas and pyarrow, which inspect_ai leaves optional
+        subprocess.run([str(python), "-m", "pip", "install", "-q", INSPECT_AI, "pandas", "pyarrow"], check=True)
     return python
 
 
