@@ -259,3 +259,11 @@ def test_converted_formats_grow_the_same_way(tmp_path, fixture, fmt):
     rl.ingest(whole, path, format=fmt)
     assert_same_tables(grown, whole)
     grown.close(), whole.close()
+
+
+def test_ingest_through_a_reading_handle_says_what_to_do(db_path):
+    rl.connect(db_path).close()
+    reader = rl.connect(db_path, read_only=True)
+    with pytest.raises(rl.IngestError, match=r"opened for reading .* con = rl.connect\(db\)"):
+        rl.ingest(reader, GOOD)
+    reader.close()

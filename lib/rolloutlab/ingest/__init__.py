@@ -102,6 +102,9 @@ def ingest(con: duckdb.DuckDBPyConnection, paths: Iterable[str | os.PathLike] | 
     rejected when it is cut-off JSON. The counts of an appended file are those of its new lines.
     An exception leaves the database as it was.
     """
+    if isinstance(con, store.SharedReader):
+        raise IngestError(f"{con.path} was opened for reading (rl.connect(db, read_only=True)); ingest needs it "
+                          "open for writing: con = rl.connect(db), then con.close() when done.")
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     if format != "auto" and format not in FORMATS:
