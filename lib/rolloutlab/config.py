@@ -55,7 +55,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 # an ingest's memory is that of a chunk, not of the file.
 NATIVE_CHUNK_BYTES = 256 * 1024 * 1024
 # Formats mapped record by record (tau-bench, tau2, inspect) load this many records at a time.
-CONVERT_BATCH_RECORDS = 2000
+CONVERT_BATCH_RECORDS = 5000
 # Readers never block writers (store.SharedReader): a reading handle holds the database file only
 # while it queries, and lets go after this many idle seconds.
 READER_IDLE_S = 0.25
