@@ -217,3 +217,21 @@ def test_a_file_larger_than_a_chunk_loads_as_if_whole(tmp_path, monkeypatch):
     for name, sql in TABLES.items():
         assert chunked.execute(sql).fetchall() == whole.execute(sql).fetchall(), name
     whole.close(), chunked.close()
+
+
+def test_a_converted_batch_larger_than_a_chunk_keeps_every_reject(tmp_path, monkeypatch):
+    """Converted formats load through native batch files; a batch file larger than a chunk loads in
+    chunks itself. Its rejects and the batch's conversion failures all reach the source."""
+    from rolloutlab import config
+    from test_ingest import TABLES
+
+    src = FIXTURES.parent / "fixtures" / "buildhours" / "run-1" / "results.jsonl"
+    whole = rl.connect(tmp_path / "whole.duckdb")
+    rl.ingest(whole, src)
+    monkeypatch.setattr(config, "NATIVE_CHUNK_BYTES", 300)
+    chunked = rl.connect(tmp_path / "chunked.duckdb")
+    rl.ingest(chunked, src)
+    assert chunked.execute("SELECT count(*) FROM rejects").fetchone()[0] >= 3
+    for name, sql in TABLES.items():
+        assert chunked.execute(sql).fetchall() == whole.execute(sql).fetchall(), name
+    whole.close(), chunked.close()

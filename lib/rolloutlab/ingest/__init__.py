@@ -142,7 +142,7 @@ def _id_prefix(path: Path) -> str:
     return f"{path.stem}-{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]}-L"
 
 
-PREVIOUS_COLUMNS = ["source_id", "format", "sha256", "bytes_loaded", "lines_loaded", "prefix_sha256",
+PREVIOUS_COLUMNS = ["source_id", "format", "bytes_loaded", "lines_loaded", "prefix_sha256",
                     "tail_records", "tail_rejected", "n_records", "n_rejected"]
 
 

@@ -24,7 +24,7 @@ from typing import Iterable
 from .. import config
 from .formats import native
 from .context import LoadContext, LoadResult
-from .lines import STAGED_REJECTS
+from .lines import STAGED_REJECTS, add_rejects, gathered_rejects
 
 RAW_LIMIT = 2000  # characters of a rejected source record kept in rejects.raw
 PREVIEW = 60  # characters of a bad value quoted in a reason
@@ -126,10 +126,9 @@ def load_items(ctx: LoadContext, items: Iterable[Item], notes: list[str] | None 
     batch = batch or config.CONVERT_BATCH_RECORDS
     notes = list(notes or [])
     con = ctx.con
-    con.execute("CREATE OR REPLACE TEMP TABLE _rl_all_rejects (line_no BIGINT, raw VARCHAR, reason VARCHAR)")
     n_records = n_rejected = 0
     ordinal = ctx.line_offset
-    with tempfile.TemporaryDirectory(prefix="rolloutlab-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rolloutlab-") as tmp, gathered_rejects(con) as keep:
         path = Path(tmp) / f"{ctx.path.stem}.jsonl"
         iterator = iter(items)
         while True:
@@ -153,12 +152,10 @@ def load_items(ctx: LoadContext, items: Iterable[Item], notes: list[str] | None 
                         fh.write(line + "\n")
             result = native.load(replace(ctx, path=path, read_path=None, line_offset=0))
             _locate_rejects(con, locations, failures)
-            con.execute(f"INSERT INTO _rl_all_rejects SELECT * FROM {STAGED_REJECTS}")
+            keep()
             n_records += result.n_records + len(failures)
             n_rejected += result.n_rejected + len(failures)
             notes += result.notes
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_REJECTS} AS SELECT * FROM _rl_all_rejects")
-    con.execute("DROP TABLE _rl_all_rejects")
     if ordinal == ctx.line_offset == 0:
         notes.append(f"{ctx.path}: no records in the file: nothing to load")
     return LoadResult(n_records=n_records, n_rejected=n_rejected, notes=notes)
@@ -188,10 +185,7 @@ def _locate_rejects(con, locations: list[tuple[int, str]], failures: list[tuple[
         con.execute(f"""UPDATE {STAGED_REJECTS} SET reason = w.location || ': ' || {STAGED_REJECTS}.reason
                         FROM (SELECT unnest($lines) AS line_no, unnest($where) AS location) w
                         WHERE w.line_no = {STAGED_REJECTS}.line_no""", {"lines": list(lines), "where": list(where)})
-    if failures:
-        lines, raws, reasons = zip(*failures)
-        con.execute(f"INSERT INTO {STAGED_REJECTS} SELECT unnest($l), unnest($r), unnest($why)",
-                    {"l": list(lines), "r": list(raws), "why": list(reasons)})
+    add_rejects(con, failures)
 
 
 def loads_file(path: Path) -> str:

@@ -7,8 +7,11 @@ rejected ones, all in SQL.
 """
 from __future__ import annotations
 
+import itertools
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import duckdb
 
@@ -114,3 +117,26 @@ def ends_with_newline(path: Path) -> bool:
             return True
         fh.seek(-1, 2)
         return fh.read(1) == b"\n"
+
+
+def add_rejects(con: duckdb.DuckDBPyConnection, rejects: list[tuple[int, str, str]]) -> None:
+    """(line_no, raw, reason) rows into the staged rejects, in one statement."""
+    if rejects:
+        lines, raws, reasons = zip(*rejects)
+        con.execute(f"INSERT INTO {STAGED_REJECTS} SELECT unnest($l), unnest($r), unnest($why)",
+                    {"l": list(lines), "r": list(raws), "why": list(reasons)})
+
+
+_gathering = itertools.count()
+
+
+@contextmanager
+def gathered_rejects(con: duckdb.DuckDBPyConnection) -> Iterator:
+    """For a loader that loads in parts: ``keep()`` after each part adds its staged rejects to the
+    call's; at the end they are the staged rejects. Each use has its own table, so a part that
+    itself loads in parts (a large batch file) does not clobber the caller's."""
+    table = f"_rl_gathered_{next(_gathering)}"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} (line_no BIGINT, raw VARCHAR, reason VARCHAR)")
+    yield lambda: con.execute(f"INSERT INTO {table} SELECT * FROM {STAGED_REJECTS}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_REJECTS} AS SELECT * FROM {table}")
+    con.execute(f"DROP TABLE {table}")

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import duckdb
 
-from .lines import STAGED_REJECTS
+from .lines import STAGED_REJECTS, add_rejects
 
 
 def write(con: duckdb.DuckDBPyConnection, rows: list[tuple], rejects: list[tuple], source_id: int) -> None:
     """``rows``: (job, step, split, grader, metric, value); ``rejects``: (line_no, raw, reason),
     staged for the ingest to file under this source."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_REJECTS} (line_no BIGINT, raw VARCHAR, reason VARCHAR)")
-    if rejects:
-        lines, raws, reasons = zip(*rejects)
-        con.execute(f"INSERT INTO {STAGED_REJECTS} SELECT unnest($l), unnest($r), unnest($why)",
-                    {"l": list(lines), "r": list(raws), "why": list(reasons)})
+    add_rejects(con, rejects)
     if rows:
         cols = list(zip(*rows))
         con.execute("""INSERT INTO training_metrics

@@ -15,7 +15,7 @@ from ...store import run_sql
 from ..context import LoadContext, LoadResult
 from ..filescan import line_chunks
 from ..fields import Field, first_problem_sql, lit, required_checks, struct_type, type_checks
-from ..lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, stage_lines
+from ..lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, gathered_rejects, stage_lines
 
 FORMAT = "native"
 FORMAT_VERSION = 1
@@ -282,17 +282,13 @@ def load(ctx: LoadContext) -> LoadResult:
     transaction: memory stays that of a chunk however large the file."""
     if ctx.source.stat().st_size <= config.NATIVE_CHUNK_BYTES:
         return load_part(ctx)
-    con = ctx.con
-    con.execute("CREATE OR REPLACE TEMP TABLE _rl_all_rejects (line_no BIGINT, raw VARCHAR, reason VARCHAR)")
     n_records = n_rejected = 0
     offset = ctx.line_offset
-    with tempfile.TemporaryDirectory(prefix="rolloutlab-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rolloutlab-") as tmp, gathered_rejects(ctx.con) as keep:
         for chunk, newlines in line_chunks(ctx.source, tmp, config.NATIVE_CHUNK_BYTES):
             result = load_part(replace(ctx, read_path=chunk, line_offset=offset))
-            con.execute(f"INSERT INTO _rl_all_rejects SELECT * FROM {STAGED_REJECTS}")
+            keep()
             n_records, n_rejected, offset = n_records + result.n_records, n_rejected + result.n_rejected, offset + newlines
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_REJECTS} AS SELECT * FROM _rl_all_rejects")
-    con.execute("DROP TABLE _rl_all_rejects")
     return LoadResult(n_records=n_records, n_rejected=n_rejected)
 
 
