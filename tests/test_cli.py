@@ -157,3 +157,20 @@ def test_compare_table_and_json(db_path, tmp_path, capsys):
     score = next(m for m in doc["metrics"] if m["metric"] == "score")
     assert (score["base"], score["candidate"], score["diff"], score["significant"]) == (0.0, 1.0, 1.0, True)
     assert [m["metric"] for m in doc["metrics"]][-2:] == ["latency_p50", "latency_p95"]
+
+
+def test_audit(tmp_path, capsys):
+    from rolloutlab import synth
+
+    paths, planted = synth.write_judged(tmp_path / "logs", samples=60, attempts=3, seed=2, hack_rate=0.05)
+    db = str(tmp_path / "a.duckdb")
+    assert main(["ingest", "--db", db, *map(str, paths)]) == 0
+    capsys.readouterr()
+    assert main(["audit", "--db", db, "--run", "step10", "--base", "base", "--json", "--limit", "0"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in rows] == list(range(1, len(rows) + 1)) and len(rows) >= 10
+    assert sum(r["rollout_id"] in planted for r in rows) >= 0.8 * len(rows)
+    assert main(["audit", "--db", db, "--run", "step10", "--limit", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1. ") and "\n3. " in out and "--limit 0 for all" in out
+    assert main(["audit", "--db", db, "--run", "nope"]) == 2  # a usage error: names the loaded runs

@@ -177,3 +177,21 @@ def test_real_tau2_sft_win_tie_loss(real_dir, load, con):
     assert (df.attrs["wins"], df.attrs["ties"], df.attrs["losses"]) == \
         (sum(x > 0 for x in d), sum(x == 0 for x in d), sum(x < 0 for x in d))
     assert df.set_index("metric").loc["score", "diff"] == pytest.approx(np.mean(d))
+
+
+def test_per_grader_rows_pair_samples(load, con):
+    """The candidate gains on the judge and loses on the tests; the blended score does not move."""
+    def graded(run, sample, answer, judge):
+        return rollout(run, sample, None, ["search"], grades=[{"grader": "answer", "score": answer, "weight": 0.5},
+                                                             {"grader": "judge", "score": judge, "weight": 0.5}])
+    load([graded("b", "s1", 1.0, 0.0), graded("b", "s2", 1.0, 0.5),
+          graded("c", "s1", 0.0, 1.0), graded("c", "s2", 0.5, 1.0), graded("c", "s3", 1.0, 1.0)])
+    df = rl.compare(con, "b", "c", n_boot=500).set_index("metric")
+    assert df.loc["score", "diff"] == pytest.approx(0.0)
+    a, j = df.loc["grader:answer"], df.loc["grader:judge"]
+    assert (a.base, a.candidate, a["diff"], a.n_samples) == (1.0, 0.25, -0.75, 2)  # s3 is not in the base
+    assert (j.base, j.candidate, j["diff"]) == (0.25, 1.0, 0.75)
+    # per-sample differences -1 and -0.5: every resample's mean lies between them
+    assert -1.0 <= a.ci_low <= a.ci_high <= -0.5 and a.significant
+    assert a.se == pytest.approx(np.std([-1.0, -0.5], ddof=1) / np.sqrt(2))
+    assert df.index[-2:].tolist() == ["grader:answer", "grader:judge"]

@@ -158,3 +158,22 @@ def test_trainer_curves():
     assert [t.name for t in traces] == ["train", "valid", "train", "train", "train"]
     with pytest.raises(plots.EmptyDataError):
         ps.trainer_curves(metrics.iloc[0:0])
+
+
+def test_graders_and_disagreement():
+    stats = pd.DataFrame({"grader": ["answer", "judge<b>"], "mean": [0.5, 0.75], "pass_rate": [0.5, 0.5],
+                          "signal_share": [0.2, float("nan")]})
+    fig = ps.graders({"base": stats, "cand": stats})
+    assert len(fig.axes) == 2 and len(fig.axes[0].patches) == 6
+    assert [p.get_height() for p in fig.axes[0].patches][-1] == 0  # no signal share: an empty bar
+    pairs = pd.DataFrame({"grader_a": ["answer", "answer"], "grader_b": ["format", "judge<b>"],
+                          "disagree_share": [0.28, 0.12], "correlation": [0.0, 0.75]})
+    fig = ps.grader_disagreement(pairs, "step10")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "12%\nr = 0.75" in texts and texts.count("28%\nr = 0.00") == 2  # symmetric
+    ifig = pi.grader_disagreement(pairs)
+    assert "judge&lt;b&gt;" in ifig.data[0].x and "<b>" not in "".join(ifig.data[0].x)
+    assert ifig.data[0].z[0][2] == 0.12 and ifig.data[0].z[2][0] == 0.12
+    assert "judge&lt;b&gt;" in pi.graders(stats).data[0].x
+    with pytest.raises(plots.EmptyDataError):
+        ps.grader_disagreement(pairs.iloc[0:0])

@@ -52,7 +52,7 @@ def test_healthy_run_passes(run_checks):
     assert got == {
         "baseline_nonzero": "pass", "attempts_per_sample": "pass", "signal_share": "pass", "saturation": "pass",
         "reward_granularity": "pass", "infra_errors": "pass", "ungraded": "pass", "rejected_records": "pass",
-        "grader_consistency": "pass",
+        "grader_consistency": "pass", "graders": "skip",
         "suspicious_scores": "pass", "tool_output_size": "pass", "long_tail": "pass", "tool_budget": "skip",
         "dataset_size": "pass", "split_leakage": "skip", "split_shift": "skip"}
     assert df.set_index("check").loc["signal_share", "value"] == pytest.approx(0.3)
@@ -215,3 +215,20 @@ def test_rejected_records(con, tmp_path, bad, expected):
     if bad:
         assert "rolloutlab rejects --run h" in row.advice and "mixed.jsonl" in row.details
         assert len(rl.rejects(con, run="h")) == bad and len(rl.rejects(con, run="h", limit=1)) == 1
+
+
+def grades(answer, judge):
+    return [{"grader": "answer", "score": answer, "weight": 0.5}, {"grader": "judge", "score": judge, "weight": 0.5}]
+
+
+def test_graders_check(run_checks, load, con):
+    # 12 rollouts: the judge always gives 1; answer and judge disagree on pass/fail on 8 of 12 (> 50%)
+    records = [rollout("g", f"s{i}", None, ["search"], grades=grades(1.0 if i < 4 else 0.0, 1.0)) for i in range(12)]
+    row = run_checks(records, run="g").set_index("check").loc["graders"]
+    assert row.status == "warn" and row.value == 2
+    assert "judge always gave 1" in row.details and "answer and judge disagree on 66.7% of 12 rollouts" in row.details
+    # the same graders agreeing and varying pass
+    agree = [rollout("a", f"s{i}", None, ["search"], grades=grades(float(i % 2), float(i % 2))) for i in range(12)]
+    load(agree)
+    row = rl.check(con, "a").set_index("check").loc["graders"]
+    assert row.status == "pass" and "2 grader(s) vary" in row.advice

@@ -71,3 +71,22 @@ def test_trainer_section(report_db):
     section = html[html.index("<section id='trainer'>"):]
     section = section[:section.index("</section>")]
     assert "What the trainer reported" in section and "ftjob-abc123" in section and "sample_parse_error_mean" in section
+
+
+def test_graders_and_suspects_sections(load, con):
+    """Both sections from planted synthetic data; an injected answer is escaped."""
+    from rolloutlab import synth
+
+    records, planted = synth.generate_judged(samples=60, attempts=3, seed=2, hack_rate=0.05)
+    evil = next(r for r in records if planted.get(r["rollout_id"]) == "grader_injection")
+    evil["final_answer"] = EVIL + synth.INJECTION
+    load(records)
+    html = rl.build_report(con, "base", "step10", n_boot=100, progress=False)
+    graders = html[html.index("<section id='graders'>"):]
+    graders = graders[:graders.index("</section>")]
+    assert "grader:judge" in graders and "grader:answer" in graders and "Where graders disagree" in graders
+    suspects = html[html.index("<section id='suspects'>"):]
+    suspects = suspects[:suspects.index("</section>")]
+    n = len(rl.audit(con, "step10", base="base"))
+    assert f"{n} suspect rollouts" in suspects and "grader_injection" in suspects
+    assert "<script>window.__pwned" not in suspects and "&lt;script&gt;window.__pwned=1" in suspects

@@ -156,3 +156,23 @@ def test_job_events_come_from_the_training_rollouts(tmp_path, con):
     n_graded = dict(con.execute("SELECT step, count(*) FROM endpoint_events WHERE kind = 'grade' GROUP BY step").fetchall())
     compared = [(value, by_step[step]) for step, value in zip(train.step, train.value) if n_graded[step] == 12]
     assert len(compared) >= 4 and all(v == pytest.approx(want) for v, want in compared)
+
+
+def test_judged_runs_plant_every_hack():
+    records, planted = synth.generate_judged(samples=100, attempts=2, seed=4, hack_rate=0.05)
+    assert len(records) == 400 and set(planted.values()) == set(synth.HACKS)
+    assert all(r["run"] == "step10" for r in records if r["rollout_id"] in planted)
+    for r in records:
+        if r["grades"]:
+            weights = {g["grader"]: g["weight"] for g in r["grades"]}
+            assert weights == synth.JUDGED_WEIGHTS
+            assert r["score"] == pytest.approx(sum(g["score"] * g["weight"] for g in r["grades"]), abs=1e-3)
+    by_id = {r["rollout_id"]: r for r in records}
+    for rid, kind in planted.items():
+        r = by_id[rid]
+        if kind == "few_tool_calls":
+            assert r["tool_calls"] == [] and r["score"] == 1.0
+        if kind == "grader_injection":
+            assert r["final_answer"].endswith(synth.INJECTION)
+        if kind == "generic_answer":
+            assert r["final_answer"] == synth.GENERIC_ANSWER

@@ -72,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-errors", action="store_true")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("audit", help="reward-hacking suspects of one run, most suspect first")
+    _add_db(p)
+    p.add_argument("--run", required=True)
+    p.add_argument("--base", help="an earlier checkpoint on the same samples (adds the checks that compare)")
+    p.add_argument("--pass-threshold", type=float, default=config.PASS_THRESHOLD)
+    p.add_argument("--limit", type=int, default=20, help="at most this many (default 20; 0 for all)")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("report", help="a self-contained HTML report: base vs candidate")
     _add_db(p)
     p.add_argument("--base", required=True)
@@ -185,6 +193,27 @@ def cmd_rejects(args) -> int:
             print(f"{row.path}:{row.line_no}: {row.reason}")
         if args.limit and len(df) == args.limit:
             print(f"(first {args.limit}; --limit 0 for all)")
+    return EXIT_OK
+
+
+def cmd_audit(args) -> int:
+    from .audit import audit
+
+    df = _read(args, lambda con: audit(con, args.run, base=args.base, pass_threshold=args.pass_threshold))
+    total = len(df)
+    if args.limit:
+        df = df.head(args.limit)
+    if args.json:
+        print(_json_records(df))
+    elif df.empty:
+        print(f"no suspects in {args.run}")
+    else:
+        for row in df.itertuples():
+            score = "" if row.score != row.score else f"score {row.score:.3g}, "
+            print(f"{row.rank}. {row.rollout_id} (sample {row.sample_id}, {score}{row.n_tool_calls} tool calls): "
+                  f"{row.reason}\n   {row.details}")
+        if total > len(df):
+            print(f"(first {len(df)} of {total}; --limit 0 for all)")
     return EXIT_OK
 
 
@@ -310,8 +339,12 @@ def cmd_demo(args) -> int:
     from .metrics import summary
     from .readiness import check
     from .report import write_report
+    from .audit import audit
 
-    paths = synth.write_native(args.out / "native") + synth.write_endpoint(args.out / "endpoint")
+    # base and step10 are graded by an exact answer, a model judge and a format check, with a few
+    # reward hacks planted in step10 for the audit to find (SYNTHETIC)
+    native, _ = synth.write_judged(args.out / "native", samples=200, attempts=3, messages=True, hack_rate=0.02)
+    paths = native + synth.write_endpoint(args.out / "endpoint")
     con = store.connect(args.db)
     try:
         result = ingest(con, paths)
@@ -330,6 +363,8 @@ def cmd_demo(args) -> int:
               f"({score['diff']:+.3f}, 95% CI [{score.ci_low:+.3f}, {score.ci_high:+.3f}]), "
               f"tool calls {calls.base:.1f} -> {calls.candidate:.1f}, "
               f"P95 latency {p95.base:.1f}s -> {p95.candidate:.1f}s (rolloutlab compare --base base --candidate step10)")
+        suspects = audit(con, "step10", base="base")
+        print(f"reward-hacking suspects in step10: {len(suspects)} (rolloutlab audit --run step10 --base base)")
         report = write_report(con, "base", "step10", args.report)
         print(f"report: {report}")
     finally:
@@ -340,7 +375,7 @@ def cmd_demo(args) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "watch": cmd_watch, "runs": cmd_runs, "rejects": cmd_rejects, "summary": cmd_summary, "check": cmd_check,
-            "compare": cmd_compare, "report": cmd_report,
+            "compare": cmd_compare, "audit": cmd_audit, "report": cmd_report,
             "synth": cmd_synth, "demo": cmd_demo}
 
 

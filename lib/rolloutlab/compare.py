@@ -17,6 +17,7 @@ import pandas as pd
 
 from . import config, stats
 from .metrics.common import included_sql, params, resolve_runs, run_sql, selected_sql, threshold
+from .metrics.graders import per_sample_grader_scores
 from .metrics.scores import summary
 
 COLUMNS = ["metric", "base", "candidate", "diff", "rel_change", "ci_low", "ci_high", "p_value", "se",
@@ -38,6 +39,7 @@ RATIO_METRICS = {
 }
 PER_SAMPLE_METRICS = ("score", "pass@1", "best_of_n")  # also get the clustered standard error
 LATENCY_METRICS = {"latency_p50": 0.50, "latency_p95": 0.95}
+GRADER_PREFIX = "grader:"  # per-grader rows: "grader:<name>", the sample's mean score from that grader
 
 
 def per_sample_sql() -> str:
@@ -95,7 +97,11 @@ def compare(con: duckdb.DuckDBPyConnection, base: str, candidate: str, pass_thre
             n_boot: int = 2000, seed: int = 0, ci: float = 0.95, include_errors: bool = False) -> pd.DataFrame:
     """One row per metric: base and candidate values, difference, relative change, CI of the
     difference, paired p-value (NaN where no paired test applies), clustered SE (per-sample
-    metrics), samples used. ``attrs`` hold the sample coverage and the win/tie/loss counts."""
+    metrics), samples used. ``attrs`` hold the sample coverage and the win/tie/loss counts.
+
+    After the run-level metrics and latency come per-grader rows, ``grader:<name>``: the mean of
+    each sample's score from that grader, paired over the samples both runs have it for (a
+    fine-tuned model can gain on the judge and lose on the tests)."""
     base, candidate = resolve_runs(con, [base, candidate])
     thr = threshold(pass_threshold)
     ps = _per_sample(con, base, candidate, thr, include_errors)
@@ -105,6 +111,8 @@ def compare(con: duckdb.DuckDBPyConnection, base: str, candidate: str, pass_thre
                                 for spec in RATIO_METRICS.values()]) if len(shared) else np.empty((0, len(RATIO_METRICS)))
 
     nb, db, nc, dc = columns("b", 0), columns("b", 1), columns("c", 0), columns("c", 1)
+    graders, g_nb, g_db, g_nc, g_dc = _grader_columns(con, base, candidate, shared.sample_id, thr, include_errors)
+    nb, db, nc, dc = (np.hstack([x, g]) for x, g in ((nb, g_nb), (db, g_db), (nc, g_nc), (dc, g_dc)))
     sorted_b, sorted_c = _latencies(con, base, candidate, len(shared), include_errors)
     quantiles = [(sorted_b, sorted_c, q) for q in LATENCY_METRICS.values()] if len(sorted_b.values) and \
         len(sorted_c.values) else []
@@ -122,6 +130,12 @@ def compare(con: duckdb.DuckDBPyConnection, base: str, candidate: str, pass_thre
         c_val = float(np.quantile(sorted_c.values, q)) if len(sorted_c.values) else math.nan
         lo, hi = latency_ci[j] if quantiles else (math.nan, math.nan)
         rows.append(_row(metric, b_val, c_val, lo, hi, math.nan, math.nan, len(shared), "seconds"))
+    for k, grader in enumerate(graders):  # paired over the samples both runs have this grader's scores for
+        j = len(RATIO_METRICS) + k
+        both = db[:, j] > 0
+        se = float(np.std((nc[both, j] - nb[both, j]), ddof=1) / math.sqrt(both.sum())) if both.sum() > 1 else math.nan
+        rows.append(_row(GRADER_PREFIX + grader, stats.ratio(nb[:, j], db[:, j]), stats.ratio(nc[:, j], dc[:, j]),
+                         ratio_ci[j, 0], ratio_ci[j, 1], pvals[j], se, int(both.sum()), "score"))
     df = pd.DataFrame(rows, columns=COLUMNS)
     d = (shared.c_score_mean - shared.b_score_mean).to_numpy(float)
     df.attrs.update(
@@ -133,6 +147,32 @@ def compare(con: duckdb.DuckDBPyConnection, base: str, candidate: str, pass_thre
         pass_threshold=thr, n_boot=n_boot, seed=seed, ci=ci, include_errors=include_errors,
     )
     return df
+
+
+def _grader_columns(con, base, candidate, sample_ids: pd.Series, thr, include_errors):
+    """Per-grader ratio columns aligned with the shared samples: numerator the sample's mean score
+    from that grader, denominator 1 where both runs have it (else 0 on both sides, so the
+    difference stays paired). Graders that scored both runs only."""
+    scores = per_sample_grader_scores(con, [base, candidate], include_errors, thr)
+    in_both = scores.groupby("grader").run_id.nunique()
+    graders = sorted(in_both.index[in_both == 2])
+    n = len(sample_ids)
+    empty = np.zeros((n, len(graders)))
+    if not graders or not n:
+        return graders, empty, empty.copy(), empty.copy(), empty.copy()
+    position = pd.Series(np.arange(n), index=sample_ids.to_numpy())
+    scores = scores[scores.sample_id.isin(position.index) & scores.grader.isin(graders)]
+    rows = position[scores.sample_id].to_numpy()
+    cols = pd.Series(np.arange(len(graders)), index=graders)[scores.grader].to_numpy()
+    values = {}
+    for run in (base, candidate):
+        num, present = np.zeros((n, len(graders))), np.zeros((n, len(graders)), dtype=bool)
+        m = (scores.run_id == run).to_numpy()
+        num[rows[m], cols[m]] = scores.score.to_numpy(float)[m]
+        present[rows[m], cols[m]] = True
+        values[run] = (num, present)
+    both = (values[base][1] & values[candidate][1]).astype(float)
+    return graders, values[base][0] * both, both, values[candidate][0] * both, both.copy()
 
 
 def _row(metric, b_val, c_val, lo, hi, p, se, n, unit) -> dict:

@@ -230,6 +230,32 @@ def check_suspicious_scores(c: Context) -> dict:
                 "trajectories; a grader that rewards them will be hacked during training.", details)
 
 
+def check_graders(c: Context) -> dict:
+    """Graders that never vary add nothing to the reward; two graders that mostly disagree on
+    pass/fail measure different things (or one of them is broken)."""
+    from .metrics.graders import grader_stats
+
+    n_min, limit = c.t["grader_min_rollouts"], c.t["grader_disagree_warn"]
+    thr = (f"warn when a grader gives every rollout the same score, or two graders disagree on pass/fail "
+           f"in more than {_pct(limit)} of rollouts (graders with {n_min}+ rollouts)")
+    stats = grader_stats(c.con, c.run, pass_threshold=c.params["threshold"])
+    stats = stats[stats.rollouts >= n_min]
+    if stats.empty:
+        return _row("graders", "skip", None, thr, f"No grader scored {n_min} or more rollouts of this run.")
+    pairs = stats.attrs["pairs"]
+    pairs = pairs[(pairs.rollouts >= n_min) & (pairs.disagree_share > limit)]
+    flat = stats[stats["std"] == 0]
+    notes = [f"{g} always gave {v:g}" for g, v in zip(flat.grader, flat["mean"])]
+    notes += [f"{a} and {b} disagree on {_pct(d)} of {n} rollouts (e.g. {', '.join(ex[:2])})"
+              for a, b, d, n, ex in zip(pairs.grader_a, pairs.grader_b, pairs.disagree_share, pairs.rollouts,
+                                        pairs.examples)]
+    if notes:
+        return _row("graders", "warn", len(notes), thr, "A grader that never varies adds no signal (check that "
+                    "it runs and sees the answer); graders that mostly disagree reward different things: decide "
+                    "which one you mean, or fix the broken one. See rl.grader_stats.", "; ".join(notes[: c.t["examples"]]))
+    return _row("graders", "pass", 0, thr, f"{len(stats)} grader(s) vary and agree with each other.")
+
+
 def tool_output_sql() -> str:
     return f"""SELECT quantile_cont(output_chars, 0.95) FROM tool_calls
                WHERE rollout_id IN (SELECT rollout_id FROM ({included_sql()}))"""
@@ -360,7 +386,8 @@ def check_split_shift(c: Context) -> dict:
 
 CHECKS: list[Callable[[Context], dict]] = [
     check_baseline_nonzero, check_attempts, check_signal_share, check_saturation, check_reward_granularity,
-    check_infra_errors, check_ungraded, check_rejected_records, check_grader_consistency, check_suspicious_scores,
+    check_infra_errors, check_ungraded, check_rejected_records, check_grader_consistency, check_graders,
+    check_suspicious_scores,
     check_tool_output_size, check_long_tail, check_tool_budget, check_dataset_size, check_split_leakage,
     check_split_shift,
 ]

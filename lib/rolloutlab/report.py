@@ -14,7 +14,8 @@ from tqdm.auto import tqdm
 from . import __version__ as VERSION, config
 from .compare import by_step, compare, distribution_shift, sample_deltas
 from .metrics.training import training_metrics
-from .metrics import latency, latency_ecdf, sample_stats, summary
+from .metrics import grader_stats, latency, latency_ecdf, sample_stats, summary
+from .audit import audit, audit_counts
 from .readiness import check
 from .widgets import esc as _e
 
@@ -84,6 +85,8 @@ def build_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_bo
         ("latency", lambda: "<h2>Latency</h2>" + _figure(pi.latency_ecdf(
             latency_ecdf(con, [base, candidate]), {r: latency(con, r, tool_n_boot=0) for r in (base, candidate)}))),
         ("per sample", lambda: _per_sample(con, base, candidate, pi)),
+        ("graders", lambda: _graders(con, base, candidate, pi)),
+        ("suspects", lambda: _suspects(con, base, candidate)),
         ("training", lambda: _training(con, pi)),
         ("trainer", lambda: _trainer(con, pi)),
         ("methods", lambda: _methods(con, base, candidate, n_boot)),
@@ -119,6 +122,39 @@ def _per_sample(con, base, candidate, pi) -> str:
     return ("<h2>Per sample</h2><p class='note'>Each point is a sample both runs evaluated: up is a better score, "
             "left is fewer tool calls.</p>" + _figure(pi.quadrants(deltas, base, candidate))
             + "<h3>Samples that got worse</h3>" + table)
+
+
+def _graders(con, base, candidate, pi) -> str:
+    stats = {run: grader_stats(con, run) for run in (base, candidate)}
+    if all(df.empty for df in stats.values()):
+        return "<h2>Graders</h2><p class='note'>No per-grader scores in these logs.</p>"
+    cmp = compare(con, base, candidate, n_boot=200)
+    per_grader = cmp[cmp.metric.str.startswith("grader:")][["metric", "base", "candidate", "diff", "ci_low",
+                                                           "ci_high", "n_samples", "significant"]]
+    pairs = stats[candidate].attrs["pairs"]
+    parts = ["<h2>Graders</h2><p class='note'>Each grader's mean score, pass rate and signal share (samples whose "
+             "score from that grader varies across attempts). A model can gain on one grader and lose on "
+             "another: the table pairs each grader's per-sample score between the runs (95% CI, 200 resamples).</p>",
+             _figure(pi.graders({r: df for r, df in stats.items() if not df.empty}))]
+    if len(per_grader):
+        parts.append(_table(per_grader))
+    if len(pairs):
+        parts.append(_figure(pi.grader_disagreement(pairs, candidate)))
+    return "".join(parts)
+
+
+def _suspects(con, base, candidate) -> str:
+    suspects = audit(con, candidate, base=base)
+    head = ("<h2>Reward-hacking suspects</h2><p class='note'>Rollouts of the candidate to read first: the audit "
+            "ranks, it does not accuse (definitions in docs/metrics.md). Open one in the explorer "
+            "(notebook 04) to confirm.</p>")
+    if suspects.empty:
+        return head + "<p>No suspects.</p>"
+    counts = audit_counts(suspects)
+    top = suspects.head(10).assign(final_answer=lambda d: d.final_answer.str.slice(0, 120))
+    return (head + f"<p>{len(suspects)} suspect rollouts.</p>" + _table(counts[counts.rollouts > 0])
+            + "<h3>Top suspects</h3>"
+            + _table(top[["rank", "rollout_id", "sample_id", "reason", "score", "details", "final_answer"]]))
 
 
 def _training(con, pi) -> str:

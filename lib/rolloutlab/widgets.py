@@ -29,6 +29,7 @@ class Filters:
     calls_min: int | None = None
     calls_max: int | None = None
     search: str = ""  # matched against sample id, rollout id and final answer (case-insensitive)
+    only: tuple[str, ...] | None = None  # only these rollouts (e.g. the audit's suspects); None: no limit
     sort: str = "score"
     descending: bool = False
     page: int = 0
@@ -41,6 +42,7 @@ def _where() -> str:
     AND ($score_min IS NULL OR score >= $score_min) AND ($score_max IS NULL OR score <= $score_max)
     AND (len($statuses) = 0 OR list_contains($statuses, status))
     AND ($calls_min IS NULL OR n_tool_calls >= $calls_min) AND ($calls_max IS NULL OR n_tool_calls <= $calls_max)
+    AND (NOT $limit_ids OR list_contains($only, rollout_id))
     AND ($search = '' OR contains(lower(sample_id), lower($search)) OR contains(lower(rollout_id), lower($search))
          OR contains(lower(coalesce(final_answer, '')), lower($search)))
     """
@@ -48,7 +50,8 @@ def _where() -> str:
 
 def _params(f: Filters) -> dict:
     return {"runs": list(f.runs), "score_min": f.score_min, "score_max": f.score_max, "statuses": list(f.statuses),
-            "calls_min": f.calls_min, "calls_max": f.calls_max, "search": f.search or ""}
+            "calls_min": f.calls_min, "calls_max": f.calls_max, "search": f.search or "",
+            "limit_ids": f.only is not None, "only": list(f.only or ())}
 
 
 def page_sql(f: Filters) -> str:
@@ -124,17 +127,32 @@ def _num(value, fmt="{:.3g}") -> str:
     return "" if _missing(value) else fmt.format(value)
 
 
-def table_html(rows: pd.DataFrame, total: int, f: Filters) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("run", "sample", "attempt", "status", "score", "tool calls",
-                                                "latency (s)", "final answer"))
-    body = "".join(
-        f"<tr data-rollout='{esc(r.rollout_id)}'><td>{esc(r.run)}</td><td>{esc(r.sample_id)}</td>"
-        f"<td>{esc(r.attempt)}</td><td>{esc(r.status)}</td><td>{_num(r.score)}</td><td>{esc(r.n_tool_calls)}</td>"
-        f"<td>{_num(r.latency_s, '{:.1f}')}</td><td>{esc(r.final_answer, 80)}</td></tr>"
-        for r in rows.itertuples())
+COLUMNS = (("run", 12), ("sample", 14), ("#", 3), ("status", 11), ("score", 6), ("calls", 5), ("latency", 8),
+           ("final answer", 60))
+
+
+def _cells(r) -> list[str]:
+    return ["" if _missing(r.run) else str(r.run), "" if _missing(r.sample_id) else str(r.sample_id),
+            "" if _missing(r.attempt) else str(r.attempt), str(r.status), _num(r.score),
+            "" if _missing(r.n_tool_calls) else str(r.n_tool_calls), _num(r.latency_s, "{:.1f}"),
+            "" if _missing(r.final_answer) else " ".join(str(r.final_answer).split())]
+
+
+def _fixed(cells: list[str]) -> str:
+    return " ".join(c[:w].ljust(w) for c, (_, w) in zip(cells, COLUMNS)).rstrip()
+
+
+def row_labels(rows: pd.DataFrame) -> list[tuple[str, str]]:
+    """(label, rollout_id) per row: fixed-width columns for the clickable row list. Labels are
+    plain text (ipywidgets never renders them as HTML)."""
+    return [(_fixed(_cells(r)), r.rollout_id) for r in rows.itertuples()]
+
+
+def header_html(total: int, f: Filters) -> str:
     pages = max(1, -(-total // f.page_size))
-    return (f"<div class='rl-count'>{total} rollouts match · page {f.page + 1} of {pages}</div>"
-            f"<table class='rl-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    header = esc(_fixed([name for name, _ in COLUMNS]))
+    return (f"<div class='rl-count'>{total} rollouts match · page {f.page + 1} of {pages} · click a row to open it</div>"
+            f"<pre class='rl-head'>{header}</pre>")
 
 
 def timeline_html(calls: pd.DataFrame, width: int = 640) -> str:
@@ -169,20 +187,74 @@ def timeline_html(calls: pd.DataFrame, width: int = 640) -> str:
             f"{''.join(bars)}</div><div class='rl-axis'>0 → {axis}</div>")
 
 
-def trajectory_html(t: Trajectory) -> str:
+def _call_html(call, output) -> str:
+    """One tool call where it happened: tool, arguments, status, latency, output size, the
+    output's start."""
+    args = "" if _missing(call.arguments) else str(call.arguments)
+    facts = [esc(call.status), f"{_num(call.latency_s, '{:.2f}')} s" if not _missing(call.latency_s) else "",
+             f"{int(call.output_chars):,} chars out" if not _missing(call.output_chars) else ""]
+    error = "" if _missing(call.error) else f" <span class='rl-error'>{esc(call.error, 200)}</span>"
+    shown = "" if output is None else f"<pre class='rl-out'>{esc(output, OUTPUT_START)}</pre>"
+    cls = "rl-call" if call.status == "ok" else "rl-call rl-failed"
+    return (f"<div class='{cls}'><code>{esc(call.tool)}({esc(args, 300)})</code> · "
+            f"{' · '.join(x for x in facts if x)}{error}{shown}</div>")
+
+
+OUTPUT_START = 300  # characters of a tool's output shown under its call
+
+
+def transcript_html(messages: pd.DataFrame, calls: pd.DataFrame) -> str:
+    """Messages in order, each assistant turn followed by the tool calls it made (with the start
+    of each output, taken from the turn's tool messages in order); calls of turns without a
+    message are listed by turn."""
+    by_turn = {int(t): list(g.itertuples()) for t, g in calls.groupby("turn_idx")} if len(calls) else {}
+    outputs: dict[int, list[str]] = {}
+    for m in messages.itertuples():
+        if m.role == "tool" and not _missing(m.turn):
+            outputs.setdefault(int(m.turn), []).append(m.content)
+    shown_turns: set[int] = set()
+    parts = []
+    for m in messages.itertuples():
+        turn = None if _missing(m.turn) else int(m.turn)
+        if m.role == "tool" and turn in by_turn:
+            continue  # shown under its call
+        text = "" if _missing(m.content) else str(m.content)
+        body = f"<pre>{esc(text)}</pre>" if text.strip() else ""
+        calls_html = ""
+        if m.role == "assistant" and turn in by_turn and turn not in shown_turns:
+            shown_turns.add(turn)
+            outs = outputs.get(turn, [])
+            calls_html = "".join(_call_html(c, outs[i] if i < len(outs) else None)
+                                 for i, c in enumerate(by_turn[turn]))
+            if not body:
+                body = f"<span class='rl-note'>called {len(by_turn[turn])} tool(s)</span>"
+        parts.append(f"<div class='rl-msg rl-{esc(m.role)}'><span class='rl-role'>{esc(m.role)}</span> "
+                     f"{body}{calls_html}</div>")
+    for turn, turn_calls in sorted(by_turn.items()):
+        if turn not in shown_turns:
+            outs = outputs.get(turn, [])
+            parts.append(f"<div class='rl-msg rl-assistant'><span class='rl-role'>turn {turn}</span> "
+                         + "".join(_call_html(c, outs[i] if i < len(outs) else None) for i, c in enumerate(turn_calls))
+                         + "</div>")
+    return "".join(parts)
+
+
+def trajectory_html(t: Trajectory, suspect: str | None = None) -> str:
+    """One rollout: its facts, grades, a timeline of its tool calls, then the transcript with each
+    turn's calls in place. ``suspect``: the audit's reason, shown on top."""
     r = t.rollout
     facts = (f"<b>{esc(r['run_id'])}</b> · sample <b>{esc(r['sample_id'])}</b> · attempt {esc(r['attempt'])} · "
              f"status <b>{esc(r['status'])}</b> · score {_num(r['score'])} · {esc(r['n_tool_calls'])} tool calls in "
              f"{esc(r['n_turns'])} turns · latency {_num(r['latency_s'], '{:.1f}')} s · tokens in/out "
              f"{esc(r['input_tokens'])}/{esc(r['output_tokens'])}")
+    flag = "" if not suspect else f"<p class='rl-suspect'>audit: {esc(suspect)}</p>"
     error = "" if _missing(r.get("error")) else f"<p class='rl-error'>error: {esc(r['error'])}</p>"
     grades = "".join(f"<li>{esc(g.grader)}: {_num(g.score)}</li>" for g in t.grades.itertuples())
-    msgs = "".join(f"<div class='rl-msg rl-{esc(m.role)}'><span class='rl-role'>{esc(m.role)}</span> "
-                   f"<pre>{esc(m.content)}</pre></div>" for m in t.messages.itertuples())
-    return (f"<div class='rl-trajectory'><p>{facts}</p>{error}"
+    transcript = transcript_html(t.messages, t.calls)
+    return (f"<div class='rl-trajectory'>{flag}<p>{facts}</p>{error}"
             f"<p>final answer: <code class='rl-answer'>{esc(r['final_answer'])}</code></p>"
             f"<p>grades:</p><ul>{grades or '<li>none</li>'}</ul><h4>tool calls</h4>{timeline_html(t.calls)}"
-            f"<h4>messages</h4>{msgs or '<p>No messages logged.</p>'}</div>")
+            f"<h4>transcript</h4>{transcript or '<p>No messages or tool calls logged.</p>'}</div>")
 
 
 def attempts_html(rows: pd.DataFrame, runs: list[str]) -> str:
@@ -202,16 +274,32 @@ STYLE = """<style>
 .rl-table{border-collapse:collapse;font-size:12px}.rl-table td,.rl-table th{border-bottom:1px solid #ddd;padding:2px 6px}
 .rl-bar{position:absolute;height:5px;font-size:9px;color:#fff;overflow:hidden;white-space:nowrap;min-height:16px;line-height:16px}
 .rl-msg pre{white-space:pre-wrap;margin:2px 0 8px 0;max-height:240px;overflow:auto}.rl-role{font-weight:bold}
-.rl-error{color:#D55E00}.rl-count{margin:4px 0}
+.rl-error{color:#D55E00}.rl-count{margin:4px 0}.rl-head{margin:0;font-size:12px}
+.rl-rows select{font-family:monospace;font-size:12px}.rl-call{margin:2px 0 6px 18px;font-size:12px}
+.rl-call pre.rl-out{max-height:120px;color:#555;margin:2px 0}.rl-failed code{color:#D55E00}
+.rl-suspect{background:#fff3e0;padding:4px}.rl-note{color:#777}
 </style>"""
 
 
+def suspects(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict[str, str]:
+    """rollout_id -> the audit's reasons, over the given runs (each audited on its own)."""
+    from .audit import audit
+
+    found: dict[str, str] = {}
+    for run in runs:
+        flagged = audit(con, run)
+        found.update(zip(flagged.rollout_id, flagged.reason))
+    return found
+
+
 def explore(con: duckdb.DuckDBPyConnection, runs=None):
-    """An ipywidgets app: filters, a paged sortable table, one trajectory, compare mode."""
+    """An ipywidgets app: filters (including the audit's suspects), a paged sortable list of
+    rollouts where a click opens one, the trajectory with each turn's tool calls in place, and
+    compare mode (the same sample's attempts under every selected run)."""
     import ipywidgets as w
 
     labels = resolve_runs(con, runs)
-    state = {"filters": Filters(runs=tuple(labels))}
+    state = {"filters": Filters(runs=tuple(labels)), "suspects": None}
     run_pick = w.SelectMultiple(options=labels, value=tuple(labels), description="runs", rows=min(4, len(labels)))
     score = w.FloatRangeSlider(value=(0.0, 1.0), min=0.0, max=1.0, step=0.05, description="score")
     status = w.SelectMultiple(options=STATUSES, value=(), description="status", rows=3)
@@ -220,9 +308,11 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
     search = w.Text(placeholder="sample id, rollout id or answer text", description="search")
     sort = w.Dropdown(options=list(SORTABLE), value="score", description="sort by")
     desc = w.Checkbox(value=False, description="descending")
+    only_suspects = w.Checkbox(value=False, description="reward-hacking suspects only (rl.audit)")
     prev_b, next_b = w.Button(description="◀ previous"), w.Button(description="next ▶")
     table = w.HTML()
-    pick = w.Dropdown(options=[], description="rollout")
+    pick = w.Select(options=[], rows=PAGE_SIZE, layout=w.Layout(width="100%"))
+    pick.add_class("rl-rows")
     compare = w.Checkbox(value=False, description="compare runs on this sample")
     detail = w.HTML()
 
@@ -230,19 +320,22 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
         f = state["filters"]
         rows, total = page(con, f)
         state["total"] = total
-        table.value = f"{STYLE}<div class='{NO_MATH}'>{table_html(rows, total, f)}</div>"
-        pick.options = [(f"{r.run} · {r.sample_id} · #{r.attempt} · {r.score}", r.rollout_id)
-                        for r in rows.itertuples()]
+        table.value = f"{STYLE}<div class='{NO_MATH}'>{header_html(total, f)}</div>"
+        pick.options = row_labels(rows)
+        pick.value = None
 
     def on_filter(*_):
         # a slider at its full range filters nothing (unscored rollouts stay visible)
         lo, hi = score.value
         c_lo, c_hi = calls.value
         full_score, full_calls = (lo, hi) == (score.min, score.max), (c_lo, c_hi) == (calls.min, calls.max)
+        if only_suspects.value and state["suspects"] is None:
+            state["suspects"] = suspects(con, labels)
+        only = tuple(state["suspects"]) if only_suspects.value else None
         state["filters"] = replace(state["filters"], runs=tuple(run_pick.value),
                                    score_min=None if full_score else lo, score_max=None if full_score else hi,
                                    statuses=tuple(status.value), calls_min=None if full_calls else c_lo,
-                                   calls_max=None if full_calls else c_hi,
+                                   calls_max=None if full_calls else c_hi, only=only,
                                    search=search.value.strip(), sort=sort.value, descending=desc.value, page=0)
         refresh()
 
@@ -257,17 +350,18 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
             detail.value = ""
             return
         t = trajectory(con, pick.value)
-        body = trajectory_html(t)
+        reason = (state["suspects"] or {}).get(pick.value)
+        body = trajectory_html(t, suspect=reason)
         if compare.value:
             body = attempts_html(attempts(con, t.rollout["sample_id"], list(run_pick.value)), list(run_pick.value)) + body
         detail.value = f"{STYLE}<div class='{NO_MATH}'>{body}</div>"
 
-    for widget in (run_pick, score, status, calls, search, sort, desc):
+    for widget in (run_pick, score, status, calls, search, sort, desc, only_suspects):
         widget.observe(on_filter, names="value")
     prev_b.on_click(lambda _: on_page(-1))
     next_b.on_click(lambda _: on_page(1))
     pick.observe(on_pick, names="value")
     compare.observe(on_pick, names="value")
     on_filter()
-    filters = w.VBox([w.HBox([run_pick, status]), score, calls, search, w.HBox([sort, desc])])
-    return w.VBox([filters, table, w.HBox([prev_b, next_b]), w.HBox([pick, compare]), detail])
+    filters = w.VBox([w.HBox([run_pick, status]), score, calls, search, w.HBox([sort, desc]), only_suspects])
+    return w.VBox([filters, table, pick, w.HBox([prev_b, next_b, compare]), detail])

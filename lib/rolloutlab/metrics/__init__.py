@@ -1,10 +1,11 @@
 """Metrics over the canonical tables: SQL builders (``*_sql``) beside the functions that run them."""
 from .common import UnknownRunError, resolve_runs
+from .graders import grader_pairs, grader_stats
 from .latency import latency, latency_ecdf
 from .scores import rollout_table, sample_stats, signal_plan, summary
 from .tools import tool_pairs, tool_stats
 from .training import training_jobs, training_metrics
 
 __all__ = ["summary", "sample_stats", "signal_plan", "tool_stats", "tool_pairs", "latency", "latency_ecdf",
-           "rollout_table", "training_metrics", "training_jobs",
+           "rollout_table", "grader_stats", "grader_pairs", "training_metrics", "training_jobs",
            "resolve_runs", "UnknownRunError"]

@@ -201,3 +201,40 @@ def trainer_curves(metrics: pd.DataFrame) -> go.Figure:
     jobs = ", ".join(html.escape(str(j)) for j in sorted(metrics.job.unique()))
     fig.update_layout(title=f"What the trainer reported ({jobs})", height=620, **LAYOUT)
     return fig
+
+
+def graders(stats: pd.DataFrame | dict[str, pd.DataFrame], run: str = "run") -> go.Figure:
+    """Per grader (``grader_stats``): mean score, pass rate and signal share; one panel per run."""
+    frames = as_runs(stats, run)
+    fig = make_subplots(rows=1, cols=len(frames), shared_yaxes=True,
+                        subplot_titles=[html.escape(str(name)) for name in frames])
+    bars = (("mean", "mean score", BASE_COLOR), ("pass_rate", "pass rate", CANDIDATE_COLOR),
+            ("signal_share", "signal share", SIGNAL_COLOR))
+    for i, (name, df) in enumerate(frames.items(), start=1):
+        df = require(df, f"the grader plot of {name}")
+        for col, label, color in bars:
+            fig.add_bar(x=_esc(df.grader), y=df[col], name=label, marker_color=color, showlegend=i == 1,
+                        legendgroup=label, hovertemplate=f"%{{x}}: {label} %{{y:.3f}}<extra></extra>", row=1, col=i)
+    fig.update_yaxes(range=[0, 1.05], title_text="share / score", row=1, col=1)
+    fig.update_layout(title="Graders: mean score, pass rate, signal share", barmode="group", **LAYOUT)
+    return fig
+
+
+def grader_disagreement(pairs: pd.DataFrame, run: str = "") -> go.Figure:
+    """Share of rollouts where two graders disagree on pass/fail (``grader_pairs``); hover adds
+    the score correlation and rollouts compared."""
+    from .static import _disagreement_matrix
+
+    pairs = require(pairs, "the grader disagreement matrix")
+    names, share, corr = _disagreement_matrix(pairs)
+    text = [[("" if np.isnan(share[i, j]) else f"{share[i, j]:.0%}") for j in range(len(names))]
+            for i in range(len(names))]
+    hover = [[(f"{html.escape(a)} vs {html.escape(b)}: disagree on {share[i, j]:.1%} of rollouts"
+               + ("" if np.isnan(corr[i, j]) else f", r = {corr[i, j]:.2f}")) if i != j else html.escape(a)
+              for j, b in enumerate(names)] for i, a in enumerate(names)]
+    fig = go.Figure(go.Heatmap(z=share, x=_esc(names), y=_esc(names), zmin=0, zmax=1, colorscale="Oranges",
+                               text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
+                               colorbar=dict(title="pass/fail differ")))
+    fig.update_layout(title=f"Where graders disagree {html.escape(run)}".strip(), **LAYOUT)
+    fig.update_yaxes(autorange="reversed")
+    return fig

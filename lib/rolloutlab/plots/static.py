@@ -333,3 +333,56 @@ def trainer_curves(metrics: pd.DataFrame) -> Figure:
             ax.text(0.5, 0.5, "not reported", ha="center", va="center", transform=ax.transAxes, color=NEUTRAL)
     fig.suptitle(f"What the trainer reported ({', '.join(sorted(metrics.job.unique()))})")
     return fig
+
+
+def _disagreement_matrix(pairs: pd.DataFrame) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Graders and the symmetric matrices of disagreement share and correlation (diagonal NaN)."""
+    graders = sorted(set(pairs.grader_a) | set(pairs.grader_b))
+    pos = {g: i for i, g in enumerate(graders)}
+    share = np.full((len(graders), len(graders)), np.nan)
+    corr = share.copy()
+    for a, b, d, r in zip(pairs.grader_a, pairs.grader_b, pairs.disagree_share, pairs.correlation):
+        share[pos[a], pos[b]] = share[pos[b], pos[a]] = d
+        corr[pos[a], pos[b]] = corr[pos[b], pos[a]] = r
+    return graders, share, corr
+
+
+def graders(stats: pd.DataFrame | dict[str, pd.DataFrame], run: str = "run") -> Figure:
+    """Per grader (from ``grader_stats``): mean score, pass rate and signal share as grouped bars;
+    a dict {run: frame} draws one panel per run."""
+    frames = as_runs(stats, run)
+    fig, axes = _figure(width=max(5.0, 4.5 * len(frames)), height=3.8, ncols=len(frames), sharey=True)
+    bars = (("mean", "mean score", BASE_COLOR), ("pass_rate", "pass rate", CANDIDATE_COLOR),
+            ("signal_share", "signal share", SIGNAL_COLOR))
+    for ax, (name, df) in zip(axes[0], frames.items()):
+        df = require(df, f"the grader plot of {name}")
+        x = np.arange(len(df))
+        for i, (col, label, color) in enumerate(bars):
+            ax.bar(x + (i - 1) * 0.27, df[col].fillna(0), width=0.27, color=color, label=label)
+        ax.set_xticks(x, df.grader, rotation=30, ha="right", fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{name}: {len(df)} graders", fontsize=10)
+    axes[0][0].set_ylabel("share / score")
+    axes[0][-1].legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def grader_disagreement(pairs: pd.DataFrame, run: str = "") -> Figure:
+    """Share of rollouts on which two graders disagree on pass/fail (from ``grader_pairs``), with
+    their score correlation in each cell."""
+    graders_, share, corr = _disagreement_matrix(require(pairs, "the grader disagreement matrix"))
+    n = len(graders_)
+    fig, axes = _figure(width=1.1 * n + 2.5, height=1.0 * n + 1.5)
+    ax = axes[0][0]
+    image = ax.imshow(share, vmin=0, vmax=1, cmap="Oranges")
+    for i in range(n):
+        for j in range(n):
+            if not np.isnan(share[i, j]):
+                r = "" if np.isnan(corr[i, j]) else f"\nr = {corr[i, j]:.2f}"
+                ax.text(j, i, f"{share[i, j]:.0%}{r}", ha="center", va="center", fontsize=8,
+                        color="white" if share[i, j] > 0.5 else "black")
+    ax.set_xticks(range(n), graders_, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(n), graders_, fontsize=8)
+    fig.colorbar(image, ax=ax, label="share of rollouts: pass/fail differ")
+    ax.set_title(f"Where graders disagree {run}".strip(), fontsize=10)
+    return fig
