@@ -120,7 +120,7 @@ def _best_rollout_sql(samples: str) -> str:
     return f"""
     SELECT f.*, b.rollout_id FROM ({samples}) f JOIN (
         SELECT sample_id, arg_max(rollout_id, (s, -attempt)) AS rollout_id
-        FROM ({included_sql()}) WHERE run_id = $run GROUP BY sample_id) b USING (sample_id)
+        FROM ({_run_rollouts_sql()}) GROUP BY sample_id) b USING (sample_id)
     """
 
 
@@ -175,14 +175,13 @@ def audit_sql(with_base: bool) -> str:
     flags = " UNION ALL ".join(f"SELECT rollout_id, \"check\", reason, details FROM ({p})" for p in parts)
     weights = "MAP {" + ", ".join(f"'{name}': {w}" for name, w in CHECKS.items()) + "}"
     return f"""
-    WITH flags AS ({flags}),
-    mine AS (SELECT * FROM flags WHERE rollout_id IN (SELECT rollout_id FROM rollouts WHERE run_id = $run)),
+    WITH flags AS ({flags}),  -- every check looks at the audited run's rollouts only
     per_rollout AS (
         SELECT rollout_id, list("check" ORDER BY {weights}["check"] DESC, "check") AS checks,
                string_agg(reason, '; ' ORDER BY {weights}["check"] DESC, "check") AS reason,
                string_agg(details, '; ' ORDER BY {weights}["check"] DESC, "check") AS details,
                sum({weights}["check"]) AS weight
-        FROM mine GROUP BY rollout_id)
+        FROM flags GROUP BY rollout_id)
     SELECT row_number() OVER (ORDER BY p.weight * (0.5 + 0.5 * coalesce(r.score, 0)) DESC,
                               r.score DESC NULLS LAST, p.rollout_id) AS rank,
            p.rollout_id, r.run_id AS run, r.sample_id, p.reason, r.score, p.details, p.checks,
@@ -210,8 +209,7 @@ def audit(con: duckdb.DuckDBPyConnection, run: str, base: str | None = None, pas
     s = {**config.AUDIT_SETTINGS, **settings}
     labels = resolve_runs(con, [run] if base is None else [run, base])
     p = params(labels, False, threshold=threshold(pass_threshold), run=labels[0], base=base,
-               patterns=list(config.AUDIT_INJECTION_PATTERNS),
-               **{k: v for k, v in s.items() if k != "examples"})
+               patterns=list(config.AUDIT_INJECTION_PATTERNS), **s)
     df = run_sql(con, audit_sql(base is not None), p).df()
     return df[COLUMNS].reset_index(drop=True)
 

@@ -62,7 +62,6 @@ AUDIT_SETTINGS = {
     "grader_fall": 0.5,             # with a base: a grader's per-sample mean falling by this much...
     "score_rise": 0.05,             # ...while the sample's score rose by at least this much
     "collapse_ratio": 0.4,          # tool calls below this share of what the run-wide change predicts
-    "examples": 5,
 }
 # An answer that talks to its grader (prompt injection into a model judge). Lower-cased answers
 # are searched with these regular expressions.

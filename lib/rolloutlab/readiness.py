@@ -13,7 +13,7 @@ import duckdb
 import pandas as pd
 
 from . import catalog, config
-from .metrics import scores
+from .metrics import graders, scores
 from .metrics.common import included_sql, params, resolve_runs, run_sql
 
 COLUMNS = ["check", "status", "value", "threshold", "advice", "details"]
@@ -233,12 +233,10 @@ def check_suspicious_scores(c: Context) -> dict:
 def check_graders(c: Context) -> dict:
     """Graders that never vary add nothing to the reward; two graders that mostly disagree on
     pass/fail measure different things (or one of them is broken)."""
-    from .metrics.graders import grader_stats
-
     n_min, limit = c.t["grader_min_rollouts"], c.t["grader_disagree_warn"]
     thr = (f"warn when a grader gives every rollout the same score, or two graders disagree on pass/fail "
            f"in more than {_pct(limit)} of rollouts (graders with {n_min}+ rollouts)")
-    stats = grader_stats(c.con, c.run, pass_threshold=c.params["threshold"])
+    stats = graders.grader_stats(c.con, c.run, pass_threshold=c.params["threshold"])
     stats = stats[stats.rollouts >= n_min]
     if stats.empty:
         return _row("graders", "skip", None, thr, f"No grader scored {n_min} or more rollouts of this run.")

@@ -3,6 +3,7 @@ external requests) with the same content as notebook 06-report, built from the s
 Every string from the logs is HTML-escaped; figures get escaped text from plots.interactive."""
 from __future__ import annotations
 
+import functools
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,7 +13,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from . import __version__ as VERSION, config
-from .compare import by_step, compare, distribution_shift, sample_deltas
+from .compare import GRADER_PREFIX, by_step, compare, distribution_shift, sample_deltas
 from .metrics.training import training_metrics
 from .metrics import grader_stats, latency, latency_ecdf, sample_stats, summary
 from .audit import audit, audit_counts
@@ -74,8 +75,9 @@ def build_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_bo
 
     disable = config.progress_disabled() if progress is None else not progress
     sections: list[str] = []
+    comparison = functools.cache(lambda: compare(con, base, candidate, n_boot=n_boot))  # headline and graders
     steps = [
-        ("headline", lambda: _headline(con, base, candidate, n_boot)),
+        ("headline", lambda: _headline(comparison())),
         ("readiness", lambda: f"<h2>Readiness of {_e(base)}</h2>" + readiness_table(check(con, base)).to_html()),
         ("variance", lambda: "<h2>Score per sample across attempts</h2><p class='note'>Only samples whose score "
                              "varies across attempts (vermillion) give learning signal.</p>"
@@ -85,7 +87,7 @@ def build_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_bo
         ("latency", lambda: "<h2>Latency</h2>" + _figure(pi.latency_ecdf(
             latency_ecdf(con, [base, candidate]), {r: latency(con, r, tool_n_boot=0) for r in (base, candidate)}))),
         ("per sample", lambda: _per_sample(con, base, candidate, pi)),
-        ("graders", lambda: _graders(con, base, candidate, pi)),
+        ("graders", lambda: _graders(con, base, candidate, comparison(), n_boot, pi)),
         ("suspects", lambda: _suspects(con, base, candidate)),
         ("training", lambda: _training(con, pi)),
         ("trainer", lambda: _trainer(con, pi)),
@@ -100,8 +102,7 @@ def build_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_bo
             f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC</p>{''.join(sections)}</body></html>")
 
 
-def _headline(con, base, candidate, n_boot) -> str:
-    cmp = compare(con, base, candidate, n_boot=n_boot)
+def _headline(cmp: pd.DataFrame) -> str:
     shown = cmp[["metric", "base", "candidate", "diff", "ci_low", "ci_high", "p_value", "significant"]]
     return ("<h2>Headline</h2>" + headline_html(cmp) + "<details><summary>All metrics</summary>"
             + _table(shown) + "</details>")
@@ -124,17 +125,16 @@ def _per_sample(con, base, candidate, pi) -> str:
             + "<h3>Samples that got worse</h3>" + table)
 
 
-def _graders(con, base, candidate, pi) -> str:
+def _graders(con, base, candidate, cmp, n_boot, pi) -> str:
     stats = {run: grader_stats(con, run) for run in (base, candidate)}
     if all(df.empty for df in stats.values()):
         return "<h2>Graders</h2><p class='note'>No per-grader scores in these logs.</p>"
-    cmp = compare(con, base, candidate, n_boot=200)
-    per_grader = cmp[cmp.metric.str.startswith("grader:")][["metric", "base", "candidate", "diff", "ci_low",
+    per_grader = cmp[cmp.metric.str.startswith(GRADER_PREFIX)][["metric", "base", "candidate", "diff", "ci_low",
                                                            "ci_high", "n_samples", "significant"]]
     pairs = stats[candidate].attrs["pairs"]
     parts = ["<h2>Graders</h2><p class='note'>Each grader's mean score, pass rate and signal share (samples whose "
              "score from that grader varies across attempts). A model can gain on one grader and lose on "
-             "another: the table pairs each grader's per-sample score between the runs (95% CI, 200 resamples).</p>",
+             f"another: the table pairs each grader's per-sample score between the runs (95% CI, {n_boot} resamples).</p>",
              _figure(pi.graders({r: df for r, df in stats.items() if not df.empty}))]
     if len(per_grader):
         parts.append(_table(per_grader))

@@ -258,12 +258,18 @@ def generate(samples: int = 200, attempts: int = 3, checkpoints=("base", "step10
 def write_native(out_dir: str | Path, samples: int = 200, attempts: int = 3,
                  checkpoints=("base", "step10"), seed: int = 0, messages: bool = True) -> list[Path]:
     """Write one ``<checkpoint>.jsonl`` per checkpoint into ``out_dir``; return the paths."""
+    return write_per_run(generate(samples, attempts, checkpoints, seed, messages), out_dir)
+
+
+def write_per_run(records, out_dir: str | Path) -> list[Path]:
+    """Write records as one ``<run>.jsonl`` per run into ``out_dir`` (runs in order of first
+    appearance); return the paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     handles: dict[str, object] = {}
     paths = []
     try:
-        for record in generate(samples, attempts, checkpoints, seed, messages):
+        for record in records:
             fh = handles.get(record["run"])
             if fh is None:
                 path = out / f"{record['run']}.jsonl"
@@ -492,13 +498,12 @@ def generate_judged(samples: int = 200, attempts: int = 4, seed: int = 0, hack_r
                     rec["status"], rec["error"] = "ok", None
                     _set_answer(rec, sample.reference)
                     _set_grades(rec, 1.0, 0.0, 1.0)
-                elif label == candidate and kind is None and rng.random() < hack_rate * len(ROLLOUT_HACKS):
-                    kind = rng.choice(ROLLOUT_HACKS)
-                    _plant(rec, kind, sample, rng)
-                    planted[rec["rollout_id"]] = kind
-                elif label == candidate and kind is not None:
-                    _plant(rec, kind, sample, rng)
-                    planted[rec["rollout_id"]] = kind
+                elif label == candidate:
+                    if kind is None and rng.random() < hack_rate * len(ROLLOUT_HACKS):
+                        kind = rng.choice(ROLLOUT_HACKS)
+                    if kind is not None:
+                        _plant(rec, kind, sample, rng)
+                        planted[rec["rollout_id"]] = kind
                 records.append(rec)
     return records, planted
 
@@ -506,17 +511,4 @@ def generate_judged(samples: int = 200, attempts: int = 4, seed: int = 0, hack_r
 def write_judged(out_dir: str | Path, **kwargs) -> tuple[list[Path], dict[str, str]]:
     """``generate_judged`` written as one ``<run>.jsonl`` per run; returns (paths, planted)."""
     records, planted = generate_judged(**kwargs)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, Path] = {}
-    handles = {}
-    try:
-        for rec in records:
-            if rec["run"] not in handles:
-                paths[rec["run"]] = out / f"{rec['run']}.jsonl"
-                handles[rec["run"]] = open(paths[rec["run"]], "w", encoding="utf-8")
-            handles[rec["run"]].write(json.dumps(rec, separators=(",", ":")) + "\n")
-    finally:
-        for fh in handles.values():
-            fh.close()
-    return list(paths.values()), planted
+    return write_per_run(records, out_dir), planted

@@ -203,6 +203,11 @@ def _call_html(call, output) -> str:
 OUTPUT_START = 300  # characters of a tool's output shown under its call
 
 
+def _turn_calls_html(turn_calls: list, outputs: list[str]) -> str:
+    """A turn's calls in order, the i-th with the turn's i-th tool output (when logged)."""
+    return "".join(_call_html(c, outputs[i] if i < len(outputs) else None) for i, c in enumerate(turn_calls))
+
+
 def transcript_html(messages: pd.DataFrame, calls: pd.DataFrame) -> str:
     """Messages in order, each assistant turn followed by the tool calls it made (with the start
     of each output, taken from the turn's tool messages in order); calls of turns without a
@@ -223,19 +228,15 @@ def transcript_html(messages: pd.DataFrame, calls: pd.DataFrame) -> str:
         calls_html = ""
         if m.role == "assistant" and turn in by_turn and turn not in shown_turns:
             shown_turns.add(turn)
-            outs = outputs.get(turn, [])
-            calls_html = "".join(_call_html(c, outs[i] if i < len(outs) else None)
-                                 for i, c in enumerate(by_turn[turn]))
+            calls_html = _turn_calls_html(by_turn[turn], outputs.get(turn, []))
             if not body:
                 body = f"<span class='rl-note'>called {len(by_turn[turn])} tool(s)</span>"
         parts.append(f"<div class='rl-msg rl-{esc(m.role)}'><span class='rl-role'>{esc(m.role)}</span> "
                      f"{body}{calls_html}</div>")
     for turn, turn_calls in sorted(by_turn.items()):
         if turn not in shown_turns:
-            outs = outputs.get(turn, [])
             parts.append(f"<div class='rl-msg rl-assistant'><span class='rl-role'>turn {turn}</span> "
-                         + "".join(_call_html(c, outs[i] if i < len(outs) else None) for i, c in enumerate(turn_calls))
-                         + "</div>")
+                         f"{_turn_calls_html(turn_calls, outputs.get(turn, []))}</div>")
     return "".join(parts)
 
 
