@@ -1,7 +1,7 @@
 """rolloutlab: a Jupyter workbench for Agent RFT rollout logs, backed by DuckDB."""
 from .catalog import rejects, runs, sources
 from .ingest import IngestError, IngestFailed, detect_format, ingest
-from .metrics import (UnknownRunError, grader_pairs, grader_stats, latency, latency_ecdf, rollout_table, sample_stats, signal_plan, summary,
+from .metrics import (UnknownRunError, capacity, projection_error, grader_pairs, grader_stats, latency, latency_ecdf, rollout_table, sample_stats, signal_plan, summary,
                       tool_pairs, tool_stats, training_jobs, training_metrics)
 from .readiness import check
 from .audit import audit
@@ -37,6 +37,7 @@ __all__ = [
     "runs", "sources", "rejects",
     "summary", "sample_stats", "signal_plan", "tool_stats", "tool_pairs", "latency", "latency_ecdf",
     "rollout_table", "UnknownRunError", "training_metrics", "training_jobs", "grader_stats", "grader_pairs",
+    "capacity", "projection_error",
     "check", "audit",
     "compare", "sample_deltas", "distribution_shift", "shift_test", "by_step",
     "explore", "build_report", "write_report", "plots", "live", "live_frame",

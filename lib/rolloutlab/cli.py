@@ -80,6 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=20, help="at most this many (default 20; 0 for all)")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("capacity", help="the load one run put on each tool endpoint, and a planned step's")
+    _add_db(p)
+    p.add_argument("--run", required=True)
+    p.add_argument("--batch-size", type=int, help="samples per training step (projects the step's load)")
+    p.add_argument("--compute-multiplier", type=int, help="rollouts per sample (default 1); needs --batch-size")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("demo-server", help="the demo's FinQA-like tool and grader endpoints, logging every call "
+                                           "(rft-endpoint events) until Ctrl-C")
+    p.add_argument("--port", type=int, default=config.DEMO_SERVER_PORT)
+    p.add_argument("--host", default=config.DEMO_SERVER_HOST)
+    p.add_argument("--log-dir", type=Path, default=config.DEMO_SERVER_DIR, help="where the event logs go")
+    p.add_argument("--rollout-id-header", help="read the rollout id from this header (default: the body's 'id')")
+    p.add_argument("--run", default=config.DEMO_SERVER_RUN, help="run label of the grade events")
+    p.add_argument("--fail-rate", type=float, default=0.0, help="share of tool calls answered 503 (infra failures)")
+
     p = sub.add_parser("report", help="a self-contained HTML report: base vs candidate")
     _add_db(p)
     p.add_argument("--base", required=True)
@@ -217,6 +233,38 @@ def cmd_audit(args) -> int:
     return EXIT_OK
 
 
+def cmd_capacity(args) -> int:
+    from .metrics import capacity
+
+    df = _read(args, lambda con: capacity(con, args.run, batch_size=args.batch_size,
+                                          compute_multiplier=args.compute_multiplier))
+    if args.json:
+        print(_json_records(df))
+        return EXIT_OK
+    shown = df.drop(columns=["peak_at", "peak_share", "rate_share", "rollouts_per_step", "projected_sandboxes"],
+                    errors="ignore")
+    _print_table(shown.round(3))
+    if df.attrs["rollouts_per_step"]:
+        print(f"\na step of {df.attrs['rollouts_per_step']} rollouts started at once (batch size x compute "
+              f"multiplier): {df.attrs['rollouts_per_step']} sandboxes alive at once; projected peaks assume each "
+              "rollout behaves like this run's (docs/metrics.md, Capacity plan)")
+    return EXIT_OK
+
+
+def cmd_demo_server(args) -> int:
+    from .demo_server import serve
+
+    print(f"demo tool server (synthetic FinQA) on http://{args.host}:{args.port}: POST /search /list /cat /grade; "
+          f"logging to {args.log_dir} (Ctrl-C stops)", flush=True)
+    log = serve(port=args.port, log_dir=args.log_dir, host=args.host, rollout_id_header=args.rollout_id_header,
+                run=args.run, fail_rate=args.fail_rate)
+    stats = log.stats()
+    print(f"logged {stats['events']} events in {len(stats['files'])} file(s), {stats['failures']} failures to log"
+          + (f" (last: {stats['last_error']})" if stats["failures"] else "")
+          + f"; load them with: rolloutlab ingest {args.log_dir}")
+    return EXIT_OK if not stats["failures"] else EXIT_FAILED
+
+
 def _read(args, query):
     """Run ``query(con)`` on the database opened read-only, and close it."""
     from . import store
@@ -332,6 +380,26 @@ DEMO_SUMMARY = ["run", "rollouts", "samples", "n_excluded", "mean_score", "pass_
                 "signal_share", "tool_calls_mean", "long_tail_share", "latency_p95"]
 
 
+def _demo_capture(out: Path) -> Path:
+    """Drive rollouts against the demo tool server (capture on) and keep its log as one file, so
+    that a second demo replaces it instead of adding a second copy."""
+    import shutil
+    import tempfile
+
+    from .demo_server import drive, running
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with running(tmp) as url:
+            drive(url, rollouts=config.DEMO_DRIVE["rollouts"], concurrency=config.DEMO_DRIVE["concurrency"])
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / "endpoint-events.jsonl"
+        with open(target, "wb") as merged:
+            for part in sorted(Path(tmp).glob("*.jsonl")):
+                with open(part, "rb") as fh:
+                    shutil.copyfileobj(fh, merged)
+    return target
+
+
 def cmd_demo(args) -> int:
     from . import catalog, store, synth
     from .ingest import ingest
@@ -340,6 +408,7 @@ def cmd_demo(args) -> int:
     from .readiness import check
     from .report import write_report
     from .audit import audit
+    from .metrics import capacity
 
     # base and step10 are graded by an exact answer, a model judge and a format check, with a few
     # reward hacks planted in step10 for the audit to find (SYNTHETIC)
@@ -365,6 +434,13 @@ def cmd_demo(args) -> int:
               f"P95 latency {p95.base:.1f}s -> {p95.candidate:.1f}s (rolloutlab compare --base base --candidate step10)")
         suspects = audit(con, "step10", base="base")
         print(f"reward-hacking suspects in step10: {len(suspects)} (rolloutlab audit --run step10 --base base)")
+        captured = _demo_capture(args.out / "captured")
+        _ingest_report(ingest(con, [captured], progress=False))
+        plan = capacity(con, config.DEMO_SERVER_RUN, batch_size=64, compute_multiplier=4).set_index("tool").loc["(all)"]
+        print(f"endpoint capture: {config.DEMO_DRIVE['rollouts']} rollouts against the demo tool server, "
+              f"peak {plan.peak_calls_in_flight} calls in flight; a step of 64 x 4 rollouts would peak at "
+              f"{plan.projected_peak_calls_in_flight} calls in flight, {plan.projected_peak_calls_per_s:.0f} calls/s "
+              f"(rolloutlab capacity --run {config.DEMO_SERVER_RUN} --batch-size 64 --compute-multiplier 4)")
         report = write_report(con, "base", "step10", args.report)
         print(f"report: {report}")
     finally:
@@ -376,7 +452,7 @@ def cmd_demo(args) -> int:
 
 COMMANDS = {"ingest": cmd_ingest, "watch": cmd_watch, "runs": cmd_runs, "rejects": cmd_rejects, "summary": cmd_summary, "check": cmd_check,
             "compare": cmd_compare, "audit": cmd_audit, "report": cmd_report,
-            "synth": cmd_synth, "demo": cmd_demo}
+            "capacity": cmd_capacity, "demo-server": cmd_demo_server, "synth": cmd_synth, "demo": cmd_demo}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,6 +100,34 @@ WRITER_MEMORY_LIMIT = "2GB"
 WATCH_INTERVAL_S = 10.0
 LIVE_EVERY_S = 10.0
 
+# Capture (rolloutlab.capture): what the tool and grader endpoints log.
+# Where the rollout id is read when no header is configured: the build-hour tool server reads
+# `id` (and `call_id`) from the JSON body; a dotted path reaches into nested objects.
+CAPTURE_ROLLOUT_ID_FIELD = "id"
+CAPTURE_SAMPLE_ID_FIELD = "item.id"  # grader requests: the dataset item's id
+CAPTURE_FINAL_ANSWER_FIELD = "model_sample"  # grader requests: the model's answer
+# A log file is closed and a new one started past this size (whole lines only).
+CAPTURE_MAX_BYTES = 256 * 1024 * 1024
+# Response bodies up to this size are read for the output's size and the grader's score.
+CAPTURE_BODY_LIMIT = 1024 * 1024
+CAPTURE_ERROR_CHARS = 500  # an error response's body is kept up to this many characters
+# Argument fields (any depth, case-insensitive) whose values are replaced by "[redacted]".
+CAPTURE_REDACT_FIELDS = ("password", "passwd", "secret", "token", "access_token", "api_key", "apikey",
+                         "authorization", "credentials", "private_key")
+# Headers that are never read as a rollout id (headers are otherwise never logged).
+CAPTURE_CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key",
+                              "api-key", "x-auth-token")
+# rolloutlab demo-server
+DEMO_SERVER_HOST = "127.0.0.1"
+DEMO_SERVER_PORT = 8765
+DEMO_SERVER_RUN = "live"  # the run label its grade events carry
+DEMO_SERVER_DIR = DATA_DIR / "demo-server"
+DEMO_TOOL_LATENCY_S = (0.002, 0.03)  # each demo tool call waits a uniform time in this range
+DEMO_DRIVE = {"rollouts": 48, "concurrency": 16}  # what `rolloutlab demo` sends to the demo server
+
+# Capacity plan: calls per second are counted in windows of this many seconds.
+CAPACITY_RATE_WINDOW_S = 1.0
+
 # How many reject reasons the CLI prints per ingest.
 SHOWN_REJECTS = 5
 

@@ -16,7 +16,7 @@ import duckdb
 
 from . import config
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 STATUSES = ("ok", "model_error", "infra_error", "truncated", "ungraded")
 
@@ -74,7 +74,7 @@ ENDPOINT_EVENTS_DDL = """CREATE TABLE IF NOT EXISTS endpoint_events (
     tool VARCHAR, arguments JSON, started_at TIMESTAMP, ended_at TIMESTAMP, status VARCHAR,
     http_status INTEGER, error VARCHAR, output_chars BIGINT, run VARCHAR, step INTEGER, split VARCHAR,
     sample_id VARCHAR, final_answer VARCHAR, score DOUBLE, grades JSON, ts TIMESTAMP, prompt VARCHAR,
-    reference VARCHAR)"""
+    reference VARCHAR, grader_latency_s DOUBLE)"""
 SCHEMA_DDL.append(ENDPOINT_EVENTS_DDL)
 
 # Step-level metrics a trainer reports (OpenAI fine-tuning job events and checkpoints, ART
@@ -100,6 +100,7 @@ MIGRATIONS = {
         "UPDATE rollouts SET sample_id = NULL WHERE sample_id = '(unknown)'"],
     3: TRAINING_DDL,
     4: APPEND_DDL,
+    5: ["ALTER TABLE endpoint_events ADD COLUMN grader_latency_s DOUBLE"],  # 6: how long the grader took
 }
 
 # Tables whose rows belong to one rollout, deleted with it.

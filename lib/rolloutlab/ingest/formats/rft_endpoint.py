@@ -38,6 +38,7 @@ FIELDS = [
     Field("ts", "timestamp"),
     Field("prompt", "text"),
     Field("reference", "text"),
+    Field("grader_latency_s", "number"),
 ]
 
 
@@ -165,11 +166,15 @@ def assemble_sql() -> list[str]:
         """INSERT INTO grades
         SELECT g.rollout_id, k.key, try_cast(k.value AS DOUBLE), 1.0, NULL, NULL,
                CASE WHEN try_cast(k.value AS DOUBLE) IS NULL THEN coalesce(g.error, 'HTTP ' || g.http_status, 'no score') END,
-               NULL
+               g.grader_latency_s
         FROM _rl_grade g, json_each(g.grades) k WHERE g.grades IS NOT NULL
         UNION ALL
-        SELECT rollout_id, 'grader', NULL, 1.0, NULL, NULL, coalesce(error, 'HTTP ' || http_status, 'no score'), NULL
-        FROM _rl_grade WHERE grades IS NULL AND score IS NULL""",
+        SELECT rollout_id, 'grader', NULL, 1.0, NULL, NULL, coalesce(error, 'HTTP ' || http_status, 'no score'),
+               grader_latency_s
+        FROM _rl_grade WHERE grades IS NULL AND score IS NULL
+        UNION ALL  -- a score alone: one grade row, so that the grader's latency is kept
+        SELECT rollout_id, 'grader', score, 1.0, NULL, NULL, NULL, grader_latency_s
+        FROM _rl_grade WHERE grades IS NULL AND score IS NOT NULL AND grader_latency_s IS NOT NULL""",
         """INSERT INTO rollouts
         WITH calls AS (
             SELECT rollout_id, count(*) AS n_calls, count(DISTINCT turn_idx) AS n_turns,

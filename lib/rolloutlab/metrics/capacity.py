@@ -1,0 +1,109 @@
+"""Capacity plan for the team's tool endpoints: the load one run put on them, and the load a
+planned training step will put on them (docs/metrics.md, "Capacity plan")."""
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+
+from .. import config
+from .common import resolve_runs, run_sql
+
+ALL = "(all)"
+
+
+def capacity_sql() -> str:
+    """One row per tool and ``(all)``: observed load ($run), and the per-rollout peak shares the
+    projection multiplies by $rollouts_per_step (NULL: no projection). $window: seconds per rate
+    window."""
+    return f"""
+    WITH r AS (SELECT rollout_id, started_at, ended_at FROM rollouts WHERE run_id = $run),
+    n AS (SELECT count(*) AS rollouts FROM r),
+    calls AS (
+        SELECT t.tool, t.latency_s, t.started_at, t.ended_at,
+               epoch(t.started_at) - epoch(r.started_at) AS start_offset,
+               epoch(t.ended_at) - epoch(r.started_at) AS end_offset
+        FROM tool_calls t JOIN r USING (rollout_id)
+        UNION ALL
+        SELECT '{ALL}', t.latency_s, t.started_at, t.ended_at,
+               epoch(t.started_at) - epoch(r.started_at), epoch(t.ended_at) - epoch(r.started_at)
+        FROM tool_calls t JOIN r USING (rollout_id)),
+    timed AS (SELECT * FROM calls WHERE started_at IS NOT NULL AND ended_at IS NOT NULL),
+    -- a sweep: +1 when a call starts, -1 when it ends; at the same instant the end comes first
+    edges AS (SELECT tool, started_at AS t, 1 AS d FROM timed UNION ALL SELECT tool, ended_at, -1 FROM timed),
+    sweep AS (SELECT tool, t, sum(d) OVER (PARTITION BY tool ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS in_flight
+              FROM edges),
+    peaks AS (SELECT tool, max(in_flight)::BIGINT AS peak_calls_in_flight, arg_max(t, in_flight) AS peak_at
+              FROM sweep GROUP BY tool),
+    -- the same sweep over offsets from each rollout's start: all rollouts of a step start together
+    offset_edges AS (SELECT tool, start_offset AS t, 1 AS d FROM timed WHERE start_offset IS NOT NULL
+                     UNION ALL SELECT tool, end_offset, -1 FROM timed WHERE start_offset IS NOT NULL),
+    offset_sweep AS (SELECT tool, sum(d) OVER (PARTITION BY tool ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS in_flight
+                     FROM offset_edges),
+    aligned AS (SELECT tool, max(in_flight) / any_value(n.rollouts) AS peak_share FROM offset_sweep, n GROUP BY tool),
+    rates AS (SELECT tool, max(k) / $window AS peak_calls_per_s FROM (
+                  SELECT tool, count(*) AS k FROM timed GROUP BY tool, floor(epoch(started_at) / $window)) GROUP BY tool),
+    aligned_rates AS (SELECT tool, max(k) / $window / any_value(n.rollouts) AS rate_share FROM (
+                          SELECT tool, count(*) AS k FROM timed WHERE start_offset IS NOT NULL
+                          GROUP BY tool, floor(start_offset / $window)), n GROUP BY tool),
+    rollout_edges AS (SELECT started_at AS t, 1 AS d FROM r WHERE started_at IS NOT NULL AND ended_at IS NOT NULL
+                      UNION ALL SELECT ended_at, -1 FROM r WHERE started_at IS NOT NULL AND ended_at IS NOT NULL),
+    rollout_peak AS (SELECT max(in_flight)::BIGINT AS peak_rollouts_in_flight FROM (
+                         SELECT sum(d) OVER (ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS in_flight FROM rollout_edges)),
+    stats AS (SELECT tool, count(*) AS calls, quantile_cont(latency_s, 0.5) AS latency_p50,
+                     quantile_cont(latency_s, 0.95) AS latency_p95
+              FROM calls GROUP BY tool)
+    SELECT s.tool, s.calls, s.calls / n.rollouts AS calls_per_rollout, s.latency_p50, s.latency_p95,
+           p.peak_calls_in_flight, p.peak_at, rp.peak_rollouts_in_flight, rt.peak_calls_per_s,
+           a.peak_share, ar.rate_share,
+           $rollouts_per_step::BIGINT AS rollouts_per_step,
+           ceil($rollouts_per_step * a.peak_share)::BIGINT AS projected_peak_calls_in_flight,
+           $rollouts_per_step * ar.rate_share AS projected_peak_calls_per_s,
+           $rollouts_per_step::BIGINT AS projected_sandboxes
+    FROM stats s CROSS JOIN n CROSS JOIN rollout_peak rp
+    LEFT JOIN peaks p USING (tool) LEFT JOIN rates rt USING (tool)
+    LEFT JOIN aligned a USING (tool) LEFT JOIN aligned_rates ar USING (tool)
+    ORDER BY s.tool = '{ALL}' DESC, s.calls DESC, s.tool
+    """
+
+
+def capacity(con: duckdb.DuckDBPyConnection, run: str, batch_size: int | None = None,
+             compute_multiplier: int | None = None) -> pd.DataFrame:
+    """What one run asked of each tool endpoint (and of all of them, ``(all)``), and, given a
+    planned training step's ``batch_size`` and ``compute_multiplier``, what that step will ask.
+
+    Observed: calls, calls_per_rollout, latency_p50/p95 (seconds), peak_calls_in_flight (a sweep
+    over the calls' start and end times; peak_at: when), peak_rollouts_in_flight,
+    peak_calls_per_s (the busiest window of ``config.CAPACITY_RATE_WINDOW_S``). The projection
+    assumes a step starts batch_size × compute_multiplier rollouts at once, each behaving like
+    this run's: peak_share (the largest share of rollouts in a call at the same time since their
+    start) and rate_share (calls per second per rollout in the busiest window since their start)
+    times rollouts_per_step; projected_sandboxes is one sandbox per rollout alive at once.
+    """
+    label = resolve_runs(con, run)[0]
+    if compute_multiplier is not None and batch_size is None:
+        raise ValueError("compute_multiplier needs batch_size: the rollouts of a step are batch_size × compute_multiplier")
+    per_step = None if batch_size is None else int(batch_size) * int(compute_multiplier or 1)
+    df = run_sql(con, capacity_sql(), {"run": label, "window": config.CAPACITY_RATE_WINDOW_S,
+                                       "rollouts_per_step": per_step}).df()
+    df.attrs.update(run=label, batch_size=batch_size, compute_multiplier=compute_multiplier,
+                    rollouts_per_step=per_step, rate_window_s=config.CAPACITY_RATE_WINDOW_S)
+    if per_step is None:
+        df = df.drop(columns=["rollouts_per_step", "projected_peak_calls_in_flight", "projected_peak_calls_per_s",
+                              "projected_sandboxes"])
+    return df
+
+
+def projection_error(con: duckdb.DuckDBPyConnection, profile_run: str, observed_run: str) -> pd.DataFrame:
+    """How well one run's profile predicts another run's observed peaks, given the other run's
+    number of rollouts (all started together): per tool, observed and projected peak calls in
+    flight and calls per second, and the relative errors."""
+    observed = capacity(con, observed_run)
+    n = int(con.execute("SELECT count(*) FROM rollouts WHERE run_id = ?", [observed_run]).fetchone()[0])
+    projected = capacity(con, profile_run, batch_size=n)
+    out = observed[["tool", "peak_calls_in_flight", "peak_calls_per_s"]].merge(
+        projected[["tool", "projected_peak_calls_in_flight", "projected_peak_calls_per_s"]], on="tool", how="outer")
+    out["in_flight_error"] = out.projected_peak_calls_in_flight / out.peak_calls_in_flight - 1
+    out["rate_error"] = out.projected_peak_calls_per_s / out.peak_calls_per_s - 1
+    out.attrs.update(profile_run=profile_run, observed_run=observed_run, rollouts=n)
+    return out
+

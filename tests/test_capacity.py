@@ -1,0 +1,82 @@
+"""Capacity plan: hand-made runs whose overlaps are known (every number below worked out by hand)."""
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import rolloutlab as rl
+from conftest import rollout
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def at(seconds: float) -> str:
+    return (T0 + timedelta(seconds=seconds)).isoformat()
+
+
+def timed(run, sample, start, end, calls):
+    """A rollout from start to end (seconds after T0) with calls [(tool, start, end), ...]."""
+    record = rollout(run, sample, 1.0, started_at=at(start), ended_at=at(end))
+    record["tool_calls"] = [{"tool": tool, "turn": i, "started_at": at(a), "ended_at": at(b)}
+                            for i, (tool, a, b) in enumerate(calls)]
+    return record
+
+
+# A [0,10]: search [1,3], cat [4,5]; B [2,8]: search [2.5,4], search [4.5,6]; C [9,12]: cat [9,9.5]
+OBSERVED = [timed("obs", "a", 0, 10, [("search", 1, 3), ("cat", 4, 5)]),
+            timed("obs", "b", 2, 8, [("search", 2.5, 4), ("search", 4.5, 6)]),
+            timed("obs", "c", 9, 12, [("cat", 9, 9.5)])]
+
+
+def test_observed_load(con, load):
+    load(OBSERVED)
+    df = rl.capacity(con, "obs").set_index("tool")
+    assert list(df.index) == ["(all)", "search", "cat"]
+    assert df.calls.tolist() == [5, 3, 2]
+    assert df.calls_per_rollout.tolist() == pytest.approx([5 / 3, 1, 2 / 3])
+    # search: A's [1,3] and B's [2.5,4] overlap; (all): a call ending at 4 as another starts does not
+    assert df.peak_calls_in_flight.tolist() == [2, 2, 1]
+    assert df.loc["search", "peak_at"] == T0.replace(tzinfo=None) + timedelta(seconds=2.5)
+    assert set(df.peak_rollouts_in_flight) == {2}  # A with B, then A with C
+    # starts in one-second windows: (all) has 4 and 4.5 in [4,5)
+    assert df.peak_calls_per_s.tolist() == [2, 1, 1]
+    assert df.loc["search", "latency_p50"] == pytest.approx(1.5)
+    assert df.loc["search", "latency_p95"] == pytest.approx(1.5 + 0.9 * 0.5)
+    assert "projected_peak_calls_in_flight" not in df
+
+
+def test_projection_aligns_rollouts_on_their_start(con, load):
+    load(OBSERVED)
+    df = rl.capacity(con, "obs", batch_size=30, compute_multiplier=2).set_index("tool")
+    # offsets from each rollout's start: search [1,3], [0.5,2], [2.5,4] -> 2 of 3 rollouts at once
+    assert df.peak_share.tolist() == pytest.approx([2 / 3, 2 / 3, 1 / 3])
+    assert df.projected_peak_calls_in_flight.tolist() == [40, 40, 20]
+    # (all) starts at offsets 0 (C's cat) and 0.5 (B's search) share the first second
+    assert df.projected_peak_calls_per_s.tolist() == pytest.approx([40, 20, 20])
+    assert set(df.projected_sandboxes) == {60} and set(df.rollouts_per_step) == {60}
+    assert df.attrs["rollouts_per_step"] == 60
+
+
+def burst(run, n, stagger=0.0):
+    """n rollouts, the i-th starting at i * stagger, each one search [0.5, 1.5] after its start."""
+    return [timed(run, f"s{i}", i * stagger, i * stagger + 2, [("search", i * stagger + 0.5, i * stagger + 1.5)])
+            for i in range(n)]
+
+
+def test_projection_error_against_observed_steps(con, load):
+    load(burst("step-a", 4) + burst("step-b", 8) + burst("step-c", 8, stagger=1.0))
+    same = rl.projection_error(con, "step-a", "step-b").set_index("tool")
+    assert same.loc["search", "peak_calls_in_flight"] == 8
+    assert same.loc["search", "projected_peak_calls_in_flight"] == 8
+    assert same.loc["search", "in_flight_error"] == 0
+    # starts spread one second apart: one call at a time, the projection (all at once) is an upper bound
+    spread = rl.projection_error(con, "step-a", "step-c").set_index("tool")
+    assert spread.loc["search", "peak_calls_in_flight"] == 1
+    assert spread.loc["search", "in_flight_error"] == 7
+
+
+def test_multiplier_needs_batch_size_and_run_must_exist(con, load):
+    load(OBSERVED)
+    with pytest.raises(ValueError, match="batch_size"):
+        rl.capacity(con, "obs", compute_multiplier=4)
+    with pytest.raises(rl.UnknownRunError):
+        rl.capacity(con, "nope")

@@ -1,0 +1,216 @@
+"""Capture middleware and decorators: the events they write, called through ASGI directly."""
+import asyncio
+import json
+import logging
+import os
+
+import pytest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.routing import Route
+
+import rolloutlab as rl
+from rolloutlab.capture import REDACTED, CaptureMiddleware, EventLog, captured_grader, captured_tool
+
+
+async def search(request):
+    body = await request.json()
+    args = json.loads(body["arguments"])
+    if args.get("query") == "down":
+        return JSONResponse({"detail": "tool backend unavailable"}, status_code=503)
+    if args.get("query") == "bad":
+        return JSONResponse({"detail": "query must be text"}, status_code=400)
+    if args.get("query") == "crash":
+        raise RuntimeError("index corrupted")
+    return JSONResponse({"output": "0123456789", "call_id": body.get("call_id"), "id": body.get("id")})
+
+
+async def grade(request):
+    body = await request.json()
+    if body.get("model_sample") == "silent":
+        return JSONResponse({"ok": True})
+    return JSONResponse({"score": 0.5, "grades": {"exact": 0.0, "judge": 1.0}})
+
+
+async def health(request):
+    return PlainTextResponse("ok")
+
+
+def make_app(log, **options):
+    """As a server adds it (inside Starlette's error handler, which turns an exception into a 500)."""
+    return Starlette(routes=[Route("/search", search, methods=["POST"]), Route("/grade", grade, methods=["POST"]),
+                             Route("/health", health)],
+                     middleware=[Middleware(CaptureMiddleware, log=log, **options)])
+
+
+def call(app, path, body=None, headers=(), method="POST", on_final_body=None):
+    """One request straight through ASGI: (status, body bytes)."""
+    raw = json.dumps(body).encode() if body is not None else b""
+    scope = {"type": "http", "method": method, "path": path, "headers": [(k.lower().encode(), v.encode()) for k, v in headers]
+             + [(b"content-type", b"application/json")], "query_string": b"", "http_version": "1.1",
+             "scheme": "http", "server": ("test", 80), "client": ("test", 1), "root_path": ""}
+    sent, parts = {}, []
+    messages = [{"type": "http.request", "body": raw[:5], "more_body": True},  # the body in two parts
+                {"type": "http.request", "body": raw[5:], "more_body": False}]
+
+    async def receive():
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            sent["status"] = message["status"]
+        else:
+            if not message.get("more_body") and on_final_body:
+                on_final_body()
+            parts.append(message.get("body", b""))
+
+    asyncio.run(app(scope, receive, send))
+    return sent["status"], b"".join(parts)
+
+
+def events(folder):
+    return [json.loads(line) for f in sorted(folder.glob("*.jsonl")) for line in f.read_text().splitlines()]
+
+
+def tool_body(query, rollout="r1", **extra):
+    return {"arguments": json.dumps({"query": query, **extra}), "call_id": "c1", "id": rollout}
+
+
+def test_tool_event(tmp_path):
+    app = make_app(tmp_path)
+    assert call(app, "/search", tool_body("revenue"))[0] == 200
+    (event,) = events(tmp_path)
+    assert {k: event[k] for k in ("event", "rollout_id", "tool", "arguments", "status", "http_status", "error",
+                                  "output_chars", "call_id")} == \
+        {"event": "tool", "rollout_id": "r1", "tool": "search", "arguments": {"query": "revenue"}, "status": "ok",
+         "http_status": 200, "error": None, "output_chars": 10, "call_id": "c1"}
+    assert event["started_at"] <= event["ended_at"] and event["ended_at"].endswith("Z")
+
+
+def test_only_matching_routes_are_logged(tmp_path):
+    app = make_app(tmp_path)
+    assert call(app, "/health", method="GET")[0] == 200
+    assert not list(tmp_path.glob("*.jsonl"))
+
+
+def test_logged_before_the_response_completes(tmp_path):
+    app = make_app(tmp_path)
+    seen = []
+    call(app, "/search", tool_body("q"), on_final_body=lambda: seen.append(len(events(tmp_path))))
+    assert seen == [1]
+
+
+def test_rollout_id_header_and_credentials_never_logged(tmp_path):
+    app = make_app(tmp_path, rollout_id_header="X-Rollout-Id")
+    call(app, "/search", tool_body("q", rollout="body-id", api_key="sk-live-123", auth={"token": "t0k"}),
+         headers=[("X-Rollout-Id", "hdr-id"), ("Authorization", "Bearer sk-secret-999")])
+    (event,) = events(tmp_path)
+    assert event["rollout_id"] == "hdr-id"
+    assert event["arguments"] == {"query": "q", "api_key": REDACTED, "auth": {"token": REDACTED}}
+    text = "".join(f.read_text() for f in tmp_path.glob("*.jsonl"))
+    assert "sk-secret-999" not in text and "sk-live-123" not in text and "t0k" not in text
+    with pytest.raises(ValueError, match="credential header"):
+        CaptureMiddleware(None, tmp_path, rollout_id_header="Authorization")
+
+
+def test_log_files_are_owner_only(tmp_path):
+    old = os.umask(0)
+    try:
+        call(make_app(tmp_path), "/search", tool_body("q"))
+    finally:
+        os.umask(old)
+    (path,) = tmp_path.glob("*.jsonl")
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_failures_and_their_outcome_after_ingest(tmp_path, con):
+    app = make_app(tmp_path / "logs", run="r")
+    assert call(app, "/search", tool_body("down", rollout="infra"))[0] == 503
+    assert call(app, "/search", tool_body("bad", rollout="model"))[0] == 400
+    with pytest.raises(RuntimeError, match="index corrupted"):
+        call(app, "/search", tool_body("crash", rollout="crash"))
+    for rollout in ("infra", "model", "crash"):
+        call(app, "/grade", {"id": rollout, "item": {"id": "s1"}, "model_sample": "42"})
+    by_rollout = {e["rollout_id"]: e for e in events(tmp_path / "logs") if e["event"] == "tool"}
+    assert by_rollout["infra"]["error"] == "HTTP 503: tool backend unavailable"
+    assert by_rollout["crash"]["http_status"] == 500 and by_rollout["crash"]["error"] == "RuntimeError: index corrupted"
+    rl.ingest(con, tmp_path / "logs")
+    assert rl.rejects(con).empty
+    status = dict(con.execute("SELECT rollout_id, status FROM rollouts").fetchall())
+    assert status == {"infra": "infra_error", "model": "model_error", "crash": "infra_error"}
+
+
+def test_grade_event(tmp_path, con):
+    app = make_app(tmp_path, run="step-3", step=3)
+    call(app, "/search", tool_body("q", rollout="r1"))
+    call(app, "/grade", {"id": "r1", "item": {"id": "fin-7", "reference_answer": "$3M"}, "model_sample": "$3M"})
+    call(app, "/grade", {"id": "r2", "item": {"id": "fin-8"}, "model_sample": "silent"})
+    grades = [e for e in events(tmp_path) if e["event"] == "grade"]
+    assert {k: grades[0][k] for k in ("rollout_id", "run", "step", "sample_id", "final_answer", "score", "grades",
+                                      "http_status", "error")} == \
+        {"rollout_id": "r1", "run": "step-3", "step": 3, "sample_id": "fin-7", "final_answer": "$3M", "score": 0.5,
+         "grades": {"exact": 0.0, "judge": 1.0}, "http_status": 200, "error": None}
+    assert grades[0]["grader_latency_s"] >= 0
+    assert grades[1]["error"] == "the grader's response carried no score"
+    rl.ingest(con, tmp_path)
+    assert rl.rejects(con).empty
+    rows = con.execute("SELECT rollout_id, status, score, n_tool_calls FROM rollouts ORDER BY 1").fetchall()
+    assert rows == [("r1", "ok", 0.5, 1), ("r2", "infra_error", None, 0)]
+    latency = con.execute("SELECT min(latency_s) FROM grades WHERE rollout_id = 'r1'").fetchone()[0]
+    assert latency == pytest.approx(grades[0]["grader_latency_s"])
+
+
+def test_rotation_keeps_whole_lines(tmp_path):
+    log = EventLog(tmp_path, max_bytes=2000)
+    app = make_app(log)
+    for i in range(40):
+        call(app, "/search", tool_body(f"query {i}", rollout=f"r{i}"))
+    files = sorted(tmp_path.glob("*.jsonl"))
+    assert len(files) > 3 and all(f.stat().st_size <= 2000 for f in files)
+    assert [e["rollout_id"] for e in events(tmp_path)] == [f"r{i}" for i in range(40)]
+    assert log.stats()["events"] == 40 and log.stats()["files"] == [str(f) for f in files]
+
+
+def test_a_log_that_cannot_be_written_never_breaks_the_endpoint(tmp_path, caplog):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    log = EventLog(blocker / "logs")
+    app = make_app(log)
+    with caplog.at_level(logging.WARNING, logger="rolloutlab.capture"):
+        status, body = call(app, "/search", tool_body("q"))
+        call(app, "/search", tool_body("q"))
+    assert status == 200 and json.loads(body)["output"] == "0123456789"
+    assert log.stats()["failures"] == 2 and log.stats()["events"] == 0
+    assert len(caplog.records) == 1 and "not-a-folder" in caplog.records[0].getMessage()
+
+
+def test_decorators(tmp_path, con):
+    @captured_tool(tmp_path, tool="lookup")
+    def lookup(rollout_id, path):
+        if path == "missing":
+            raise KeyError(path)
+        return {"output": "abcd"}
+
+    @captured_tool(tmp_path)
+    async def fetch(rollout_id, url, password):
+        return "x" * 7
+
+    @captured_grader(tmp_path, run="dec")
+    def grader(rollout_id, item, model_sample):
+        return 1.0 if model_sample == item["reference_answer"] else 0.0
+
+    assert lookup(rollout_id="r1", path="a") == {"output": "abcd"}
+    with pytest.raises(KeyError):
+        lookup(rollout_id="r1", path="missing")
+    assert asyncio.run(fetch(rollout_id="r1", url="u", password="hunter2")) == "x" * 7
+    assert grader(rollout_id="r1", item={"id": "s1", "reference_answer": "7"}, model_sample="7") == 1.0
+    tools = [e for e in events(tmp_path) if e["event"] == "tool"]
+    assert [(e["tool"], e["arguments"], e["status"], e["output_chars"]) for e in tools] == [
+        ("lookup", {"path": "a"}, "ok", 4), ("lookup", {"path": "missing"}, "error", None),
+        ("fetch", {"url": "u", "password": REDACTED}, "ok", 7)]
+    assert tools[1]["error"] == "KeyError: 'missing'"
+    rl.ingest(con, tmp_path)
+    assert rl.rejects(con).empty
+    assert con.execute("SELECT run_id, sample_id, score, n_tool_calls, status FROM rollouts").fetchall() == \
+        [("dec", "s1", 1.0, 3, "model_error")]
