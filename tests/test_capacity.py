@@ -80,3 +80,14 @@ def test_multiplier_needs_batch_size_and_run_must_exist(con, load):
         rl.capacity(con, "obs", compute_multiplier=4)
     with pytest.raises(rl.UnknownRunError):
         rl.capacity(con, "nope")
+
+
+def test_in_flight_over_time(con, load):
+    load(OBSERVED)
+    df = rl.in_flight(con, "obs", points=12)  # one window per second of the run's 12 s
+    peak = df.groupby("scope").in_flight.max().to_dict()
+    assert peak == {"(all)": 2, "search": 2, "cat": 1, "rollouts": 2}
+    search = df[df.scope == "search"].set_index("t").in_flight
+    start = T0.replace(tzinfo=None)
+    assert search[start + timedelta(seconds=2)] == 2  # A's and B's searches at 2.5
+    assert search[start + timedelta(seconds=6)] == 0  # B's second search ended at 6

@@ -109,6 +109,11 @@ def test_synth_and_demo(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "600 records, 600 loaded, 0 rejected" in out and "synthetic demo logs" in out
     assert "step10" in out and "train-step10" in out and "rft-endpoint" in out
+    # the demo drove rollouts against the demo tool server and loaded what it captured
+    assert "captured/endpoint-events.jsonl: loaded (rft-endpoint)" in out and "a step of 64 x 4 rollouts" in out
+    assert main(["capacity", "--db", str(tmp_path / "demo.duckdb"), "--run", "live", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["tool"] for r in rows][0] == "(all)" and {r["tool"] for r in rows} == {"(all)", "search", "list", "cat"}
     assert main(["synth", "--out", str(tmp_path / "ep"), "--samples", "4", "--format", "rft-endpoint"]) == 0
     assert sorted(p.name for p in (tmp_path / "ep").iterdir()) == [
         "ftjob-synthetic-events.jsonl", "grade-events.jsonl", "samples.jsonl", "tool-events-0.jsonl",
@@ -174,3 +179,19 @@ def test_audit(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("1. ") and "\n3. " in out and "--limit 0 for all" in out
     assert main(["audit", "--db", db, "--run", "nope"]) == 2  # a usage error: names the loaded runs
+
+
+def test_capacity(db_path, tmp_path, capsys):
+    from conftest import write_jsonl
+    from test_capacity import OBSERVED
+
+    assert main(["ingest", "--db", str(db_path), str(write_jsonl(tmp_path / "obs.jsonl", OBSERVED))]) == 0
+    capsys.readouterr()
+    assert main(["capacity", "--db", str(db_path), "--run", "obs", "--batch-size", "30", "--compute-multiplier", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "projected_peak_calls_in_flight" in out and "a step of 60 rollouts" in out
+    assert main(["capacity", "--db", str(db_path), "--run", "obs", "--json"]) == 0
+    rows = {r["tool"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["search"]["peak_calls_in_flight"] == 2 and "projected_peak_calls_in_flight" not in rows["search"]
+    assert main(["capacity", "--db", str(db_path), "--run", "obs", "--compute-multiplier", "2"]) == 2
+    assert main(["capacity", "--db", str(db_path), "--run", "nope"]) == 2

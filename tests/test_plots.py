@@ -177,3 +177,19 @@ def test_graders_and_disagreement():
     assert "judge&lt;b&gt;" in pi.graders(stats).data[0].x
     with pytest.raises(plots.EmptyDataError):
         ps.grader_disagreement(pairs.iloc[0:0])
+
+
+IN_FLIGHT = pd.DataFrame({"scope": ["(all)", "(all)", "rollouts", "rollouts", "<i>x</i>", "<i>x</i>"],
+                          "t": pd.to_datetime(["2026-01-01 00:00:00", "2026-01-01 00:00:01"] * 3),
+                          "in_flight": [3, 1, 2, 0, 3, 1]})
+
+
+def test_in_flight_steps():
+    fig = ps.in_flight(IN_FLIGHT, "run")
+    lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].lines}
+    assert lines["(all)"][:2] == [3, 1] and lines["rollouts in flight"][:2] == [2, 0] and "<i>x</i>" in lines
+    figi = pi.in_flight(IN_FLIGHT, "run")
+    assert [t.name for t in figi.data] == ["rollouts in flight", "(all)", "&lt;i&gt;x&lt;/i&gt;"]
+    assert all(t.line.shape == "hv" for t in figi.data)
+    with pytest.raises(ValueError):
+        ps.in_flight(IN_FLIGHT.iloc[0:0])

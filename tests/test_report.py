@@ -90,3 +90,18 @@ def test_graders_and_suspects_sections(load, con):
     n = len(rl.audit(con, "step10", base="base"))
     assert f"{n} suspect rollouts" in suspects and "grader_injection" in suspects
     assert "<script>window.__pwned" not in suspects and "&lt;script&gt;window.__pwned=1" in suspects
+
+
+def test_capacity_section(load, con):
+    from test_capacity import OBSERVED
+
+    records = [dict(r, run=run, tool_calls=[dict(c, tool="<b>cat</b>" if c["tool"] == "cat" else c["tool"])
+                                            for c in r["tool_calls"]])
+               for run in ("base", "cand") for r in OBSERVED]
+    load(records)
+    html = rl.build_report(con, "base", "cand", n_boot=50, progress=False, batch_size=30, compute_multiplier=2)
+    section = html[html.index("<section id='capacity'>"):]
+    section = section[:section.index("</section>")]
+    assert "30 × 2 = 60 rollouts" in section
+    assert "<td>40</td>" in section and "<td>20</td>" in section  # projected peaks (test_capacity)
+    assert "<b>cat</b>" not in section and "&lt;b&gt;cat&lt;/b&gt;" in section

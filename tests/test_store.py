@@ -38,7 +38,7 @@ def test_other_schema_version_says_what_to_do(db_path):
     c = rl.connect(db_path)
     c.execute("UPDATE rolloutlab_meta SET value = '99' WHERE key = 'schema_version'")
     c.close()
-    with pytest.raises(rl.SchemaVersionError, match=r"schema version 99; this rolloutlab uses version 5\. "
+    with pytest.raises(rl.SchemaVersionError, match=rf"schema version 99; this rolloutlab uses version {store.SCHEMA_VERSION}\. "
                                                      r"Re-ingest your logs into a new file"):
         rl.connect(db_path)
 
@@ -108,11 +108,22 @@ def test_version_1_is_upgraded_in_place(db_path):
     with pytest.raises(rl.SchemaVersionError, match="Open it once for writing to upgrade it in place"):
         rl.connect(db_path, read_only=True)
     c = rl.connect(db_path)
-    assert c.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone() == ("5",)
+    assert c.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone() == ("6",)
     assert c.execute("SELECT count(*) FROM training_metrics").fetchone() == (0,)
     assert c.execute("SELECT count(*) FROM endpoint_events").fetchone() == (0,)
     assert c.execute("SELECT sample_id FROM rollouts").fetchall() == [(None,)]
     c.execute("INSERT INTO grades (rollout_id, grader, error, latency_s) VALUES ('r1', 'judge', 'HTTP 503', 2.5)")
+    c.close()
+
+
+def test_version_5_gains_the_grader_latency_of_endpoint_events(db_path):
+    c = rl.connect(db_path)
+    c.execute("ALTER TABLE endpoint_events DROP COLUMN grader_latency_s")
+    c.execute("UPDATE rolloutlab_meta SET value = '5' WHERE key = 'schema_version'")
+    c.close()
+    c = rl.connect(db_path)
+    assert c.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone() == ("6",)
+    assert c.execute("SELECT count(grader_latency_s) FROM endpoint_events").fetchone() == (0,)
     c.close()
 
 

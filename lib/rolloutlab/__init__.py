@@ -1,12 +1,13 @@
 """rolloutlab: a Jupyter workbench for Agent RFT rollout logs, backed by DuckDB."""
 from .catalog import rejects, runs, sources
 from .ingest import IngestError, IngestFailed, detect_format, ingest
-from .metrics import (UnknownRunError, capacity, projection_error, grader_pairs, grader_stats, latency, latency_ecdf, rollout_table, sample_stats, signal_plan, summary,
+from .metrics import (UnknownRunError, capacity, in_flight, projection_error, grader_pairs, grader_stats, latency, latency_ecdf, rollout_table, sample_stats, signal_plan, summary,
                       tool_pairs, tool_stats, training_jobs, training_metrics)
 from .readiness import check
 from .audit import audit
 from .compare import by_step, compare, distribution_shift, sample_deltas, shift_test
 from .widgets import explore
+from .lake import connect_lake, export
 from .store import DatabaseLockedError, SchemaVersionError, SharedReader, StoreError, connect, transaction
 
 __version__ = "0.1.0"
@@ -32,12 +33,12 @@ def __getattr__(name):
 
 
 __all__ = [
-    "connect", "transaction", "SharedReader", "StoreError", "DatabaseLockedError", "SchemaVersionError",
+    "connect", "transaction", "export", "connect_lake", "SharedReader", "StoreError", "DatabaseLockedError", "SchemaVersionError",
     "ingest", "detect_format", "IngestError", "IngestFailed",
     "runs", "sources", "rejects",
     "summary", "sample_stats", "signal_plan", "tool_stats", "tool_pairs", "latency", "latency_ecdf",
     "rollout_table", "UnknownRunError", "training_metrics", "training_jobs", "grader_stats", "grader_pairs",
-    "capacity", "projection_error",
+    "capacity", "in_flight", "projection_error",
     "check", "audit",
     "compare", "sample_deltas", "distribution_shift", "shift_test", "by_step",
     "explore", "build_report", "write_report", "plots", "live", "live_frame",

@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--candidate", required=True)
     p.add_argument("-o", "--output", required=True, type=Path)
     p.add_argument("--n-boot", type=int, default=2000)
+    p.add_argument("--batch-size", type=int, help="the training step the endpoint-load section projects "
+                   f"(default {config.CAPACITY_PLANNED_STEP['batch_size']})")
+    p.add_argument("--compute-multiplier", type=int, help="with --batch-size (default 1)")
 
     p = sub.add_parser("synth", help="write synthetic native JSONL (demo data; clearly synthetic)")
     p.add_argument("--out", required=True, type=Path)
@@ -277,7 +280,7 @@ def _read(args, query):
 
 
 def _json_records(df) -> str:
-    return df.to_json(orient="records", indent=2, double_precision=10)
+    return df.to_json(orient="records", indent=2, double_precision=10, date_format="iso")
 
 
 def cmd_summary(args) -> int:
@@ -358,7 +361,8 @@ def cmd_compare(args) -> int:
 def cmd_report(args) -> int:
     from .report import write_report
 
-    path = _read(args, lambda con: write_report(con, args.base, args.candidate, args.output, n_boot=args.n_boot))
+    path = _read(args, lambda con: write_report(con, args.base, args.candidate, args.output, n_boot=args.n_boot,
+                                                batch_size=args.batch_size, compute_multiplier=args.compute_multiplier))
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, self-contained: open it in any browser)")
     return EXIT_OK
 

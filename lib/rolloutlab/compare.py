@@ -93,6 +93,14 @@ def _per_sample(con, base, candidate, thr, include_errors) -> pd.DataFrame:
     return run_sql(con, per_sample_sql(), p).df()
 
 
+def per_sample_table(con, base: str, candidate: str, pass_threshold: float | None = None,
+                     include_errors: bool = False) -> pd.DataFrame:
+    """What ``compare`` resamples: one row per sample in either run, both runs' per-sample sums
+    side by side (``per_sample_sql``)."""
+    resolve_runs(con, [base, candidate])
+    return _per_sample(con, base, candidate, threshold(pass_threshold), include_errors)
+
+
 def compare(con: duckdb.DuckDBPyConnection, base: str, candidate: str, pass_threshold: float | None = None,
             n_boot: int = 2000, seed: int = 0, ci: float = 0.95, include_errors: bool = False) -> pd.DataFrame:
     """One row per metric: base and candidate values, difference, relative change, CI of the

@@ -127,6 +127,13 @@ DEMO_DRIVE = {"rollouts": 48, "concurrency": 16}  # what `rolloutlab demo` sends
 
 # Capacity plan: calls per second are counted in windows of this many seconds.
 CAPACITY_RATE_WINDOW_S = 1.0
+IN_FLIGHT_POINTS = 400  # rl.in_flight: windows the run's span is cut into (each keeps its peak)
+# The training step the report projects when none is given: the build-hour job's batch_size and
+# compute_multiplier (openai/build-hours 20-agent-rft, Agentic_RFT_Train.ipynb).
+CAPACITY_PLANNED_STEP = {"batch_size": 16, "compute_multiplier": 1}
+
+# rolloutlab.spark: the master of the local session it starts when given none.
+SPARK_MASTER = "local[2]"
 
 # How many reject reasons the CLI prints per ingest.
 SHOWN_REJECTS = 5

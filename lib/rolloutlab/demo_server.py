@@ -44,7 +44,7 @@ def _normalise(answer: str) -> str:
 
 def make_app(log_dir: str | Path, *, rollout_id_header: str | None = None, run: str = config.DEMO_SERVER_RUN,
              token: str | None = None, fail_rate: float = 0.0, latency_s: tuple[float, float] = config.DEMO_TOOL_LATENCY_S,
-             seed: int = 0, log: EventLog | None = None):
+             seed: int = 0, log: EventLog | None = None, capture: bool = True):
     """The FastAPI app with ``CaptureMiddleware`` writing to ``log_dir``. ``token``: require
     ``Authorization: Bearer <token>`` (it is never logged). ``fail_rate``: share of tool calls
     answered 503, an infrastructure failure. ``app.state.capture_log`` is the ``EventLog``."""
@@ -55,8 +55,9 @@ def make_app(log_dir: str | Path, *, rollout_id_header: str | None = None, run: 
     rng = random.Random(seed)
     app = FastAPI(title="rolloutlab demo tool server (synthetic FinQA)")
     event_log = log or EventLog(log_dir)
-    app.add_middleware(CaptureMiddleware, log=event_log, tools={f"/{t}": t for t in TOOLS},
-                       graders=("/grade",), rollout_id_header=rollout_id_header, run=run)
+    if capture:  # off only to measure what capture costs (bench/capture.py)
+        app.add_middleware(CaptureMiddleware, log=event_log, tools={f"/{t}": t for t in TOOLS},
+                           graders=("/grade",), rollout_id_header=rollout_id_header, run=run)
     app.state.capture_log = event_log
 
     async def arguments(request: Request) -> tuple[dict, dict]:

@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from . import __version__ as VERSION, config
 from .compare import GRADER_PREFIX, by_step, compare, distribution_shift, sample_deltas
 from .metrics.training import training_metrics
-from .metrics import grader_stats, latency, latency_ecdf, sample_stats, summary
+from .metrics import capacity, grader_stats, latency, latency_ecdf, sample_stats, summary
 from .audit import audit, audit_counts
 from .readiness import check
 from .widgets import esc as _e
@@ -67,8 +67,10 @@ def headline_html(cmp: pd.DataFrame) -> str:
 
 
 def build_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_boot: int = 2000,
-                 progress: bool | None = None) -> str:
-    """The report as one HTML string."""
+                 progress: bool | None = None, batch_size: int | None = None,
+                 compute_multiplier: int | None = None) -> str:
+    """The report as one HTML string. ``batch_size``/``compute_multiplier``: the training step the
+    capacity section projects (default ``config.CAPACITY_PLANNED_STEP``)."""
     from plotly.offline import get_plotlyjs
 
     from .plots import interactive as pi, readiness_table
@@ -89,6 +91,7 @@ def build_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_bo
         ("per sample", lambda: _per_sample(con, base, candidate, pi)),
         ("graders", lambda: _graders(con, base, candidate, comparison(), n_boot, pi)),
         ("suspects", lambda: _suspects(con, base, candidate)),
+        ("capacity", lambda: _capacity(con, base, candidate, batch_size, compute_multiplier)),
         ("training", lambda: _training(con, pi)),
         ("trainer", lambda: _trainer(con, pi)),
         ("methods", lambda: _methods(con, base, candidate, n_boot)),
@@ -157,6 +160,22 @@ def _suspects(con, base, candidate) -> str:
             + _table(top[["rank", "rollout_id", "sample_id", "reason", "score", "details", "final_answer"]]))
 
 
+def _capacity(con, base, candidate, batch_size, compute_multiplier) -> str:
+    if batch_size is None:
+        batch_size, compute_multiplier = (config.CAPACITY_PLANNED_STEP["batch_size"],
+                                          config.CAPACITY_PLANNED_STEP["compute_multiplier"])
+    plans = [capacity(con, run, batch_size=batch_size, compute_multiplier=compute_multiplier).assign(run=run)
+             for run in (base, candidate)]
+    table = pd.concat(plans)[["run", "tool", "calls_per_rollout", "latency_p50", "latency_p95", "peak_calls_in_flight",
+                              "peak_calls_per_s", "projected_peak_calls_in_flight", "projected_peak_calls_per_s"]]
+    step = plans[0].attrs["rollouts_per_step"]
+    return (f"<h2>Tool endpoint load</h2><p class='note'>For whoever runs the tool servers. Observed: what each "
+            f"run asked of each endpoint (latency in seconds; peaks from a sweep over call start and end times). "
+            f"Projected: a training step of {batch_size} × {compute_multiplier or 1} = {step} rollouts started at once, "
+            f"each behaving like that run's ({step} sandboxes alive at once). An upper bound when the platform "
+            "spreads the starts; the model and its measured error are in docs/metrics.md.</p>" + _table(table))
+
+
 def _training(con, pi) -> str:
     stepped = [r for r, s in con.execute("SELECT label, step FROM runs").fetchall() if s is not None]
     if len(stepped) < 2:
@@ -191,9 +210,10 @@ def _methods(con, base, candidate, n_boot) -> str:
 
 
 def write_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, path: str | os.PathLike,
-                 n_boot: int = 2000, progress: bool | None = None) -> Path:
-    """Build the report and write it to ``path``; returns the path."""
+                 n_boot: int = 2000, progress: bool | None = None, **step) -> Path:
+    """Build the report and write it to ``path``; returns the path. ``step``: build_report's
+    batch_size and compute_multiplier."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(build_report(con, base, candidate, n_boot=n_boot, progress=progress), encoding="utf-8")
+    out.write_text(build_report(con, base, candidate, n_boot=n_boot, progress=progress, **step), encoding="utf-8")
     return out

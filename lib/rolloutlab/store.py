@@ -100,7 +100,7 @@ MIGRATIONS = {
         "UPDATE rollouts SET sample_id = NULL WHERE sample_id = '(unknown)'"],
     3: TRAINING_DDL,
     4: APPEND_DDL,
-    5: ["ALTER TABLE endpoint_events ADD COLUMN grader_latency_s DOUBLE"],  # 6: how long the grader took
+    5: ["ALTER TABLE endpoint_events ADD COLUMN IF NOT EXISTS grader_latency_s DOUBLE"],  # 6: how long the grader took
 }
 
 # Tables whose rows belong to one rollout, deleted with it.

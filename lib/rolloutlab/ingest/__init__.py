@@ -17,7 +17,7 @@ import duckdb
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .. import config, store
+from .. import config, lake, store
 from . import filescan
 from .context import LoadContext, LoadResult
 from .formats import FORMATS
@@ -109,10 +109,17 @@ def ingest(con: duckdb.DuckDBPyConnection, paths: Iterable[str | os.PathLike] | 
         paths = [paths]
     if format != "auto" and format not in FORMATS:
         raise IngestError(f"Unknown format {format!r}; use one of: auto, {', '.join(FORMATS)}.")
-    files = expand_paths(paths)
+    paths = [Path(p) for p in paths]
+    lakes = [p for p in paths if p.is_dir() and lake.is_lake(p)]  # a lake loads whole, not file by file
+    files = expand_paths([p for p in paths if p not in lakes])
     rows = []
     disable = config.progress_disabled() if progress is None else not progress
     with store.transaction(con):
+        for folder in lakes:
+            try:
+                rows.extend(lake.read_lake(con, folder))
+            except lake.LakeError as exc:
+                raise IngestError(str(exc)) from exc
         for path in tqdm(files, desc="ingest", unit="file", disable=disable):
             try:
                 rows.append(_ingest_file(con, path, format, run, split, step, follow))

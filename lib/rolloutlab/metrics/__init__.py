@@ -1,5 +1,5 @@
 """Metrics over the canonical tables: SQL builders (``*_sql``) beside the functions that run them."""
-from .capacity import capacity, projection_error
+from .capacity import capacity, in_flight, projection_error
 from .common import UnknownRunError, resolve_runs
 from .graders import grader_pairs, grader_stats
 from .latency import latency, latency_ecdf
@@ -9,4 +9,4 @@ from .training import training_jobs, training_metrics
 
 __all__ = ["summary", "sample_stats", "signal_plan", "tool_stats", "tool_pairs", "latency", "latency_ecdf",
            "rollout_table", "grader_stats", "grader_pairs", "training_metrics", "training_jobs",
-           "capacity", "projection_error", "resolve_runs", "UnknownRunError"]
+           "capacity", "in_flight", "projection_error", "resolve_runs", "UnknownRunError"]

@@ -93,6 +93,34 @@ def capacity(con: duckdb.DuckDBPyConnection, run: str, batch_size: int | None = 
     return df
 
 
+def in_flight_sql() -> str:
+    """Calls in flight per tool, ``(all)`` and ``rollouts``, over time: the sweep's largest value
+    in each of $points windows spanning the run ($run)."""
+    return f"""
+    WITH r AS (SELECT rollout_id, started_at, ended_at FROM rollouts WHERE run_id = $run),
+    spans AS (SELECT t.tool AS scope, t.started_at, t.ended_at FROM tool_calls t JOIN r USING (rollout_id)
+              UNION ALL SELECT '{ALL}', t.started_at, t.ended_at FROM tool_calls t JOIN r USING (rollout_id)
+              UNION ALL SELECT 'rollouts', started_at, ended_at FROM r),
+    timed AS (SELECT * FROM spans WHERE started_at IS NOT NULL AND ended_at IS NOT NULL),
+    edges AS (SELECT scope, started_at AS t, 1 AS d FROM timed UNION ALL SELECT scope, ended_at, -1 FROM timed),
+    sweep AS (SELECT scope, t, sum(d) OVER (PARTITION BY scope ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS in_flight
+              FROM edges),
+    bounds AS (SELECT min(t) AS t0, greatest(epoch(max(t)) - epoch(min(t)), 1e-6) / $points AS width FROM edges)
+    SELECT scope, t0 + to_microseconds(floor((epoch(t) - epoch(t0)) / width)::BIGINT * (width * 1e6)::BIGINT) AS t,
+           max(in_flight)::BIGINT AS in_flight
+    FROM sweep, bounds GROUP BY ALL ORDER BY scope, t
+    """
+
+
+def in_flight(con: duckdb.DuckDBPyConnection, run: str, points: int = config.IN_FLIGHT_POINTS) -> pd.DataFrame:
+    """(scope, t, in_flight): how many calls of each tool, of all tools (``(all)``), and how many
+    rollouts (``rollouts``) were in flight over the run, the peak within each of ``points`` windows."""
+    label = resolve_runs(con, run)[0]
+    df = run_sql(con, in_flight_sql(), {"run": label, "points": int(points)}).df()
+    df.attrs["run"] = label
+    return df
+
+
 def projection_error(con: duckdb.DuckDBPyConnection, profile_run: str, observed_run: str) -> pd.DataFrame:
     """How well one run's profile predicts another run's observed peaks, given the other run's
     number of rollouts (all started together): per tool, observed and projected peak calls in

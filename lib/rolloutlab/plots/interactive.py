@@ -238,3 +238,22 @@ def grader_disagreement(pairs: pd.DataFrame, run: str = "") -> go.Figure:
     fig.update_layout(title=f"Where graders disagree {html.escape(run)}".strip(), **LAYOUT)
     fig.update_yaxes(autorange="reversed")
     return fig
+
+
+def in_flight(df: pd.DataFrame, run: str = "") -> go.Figure:
+    """Calls in flight per tool and rollouts in flight over a run (from ``in_flight``), as steps."""
+    df = require(df, "calls in flight")
+    fig = go.Figure()
+    palette = [BASE_COLOR, CANDIDATE_COLOR, SIGNAL_COLOR, "#009E73", "#CC79A7", "#56B4E9"]
+    tools = [s for s in dict.fromkeys(df.scope) if s not in ("rollouts", "(all)")]
+    for i, scope in enumerate(["rollouts", "(all)"] + tools):
+        sub = df[df.scope == scope]
+        if sub.empty:
+            continue
+        line = (dict(color=NEUTRAL, dash="dash") if scope == "rollouts" else dict(color="black", width=2)
+                if scope == "(all)" else dict(color=palette[(i - 2) % len(palette)], width=1))
+        name = "rollouts in flight" if scope == "rollouts" else html.escape(str(scope))
+        fig.add_trace(go.Scatter(x=sub.t, y=sub.in_flight, mode="lines", line_shape="hv", line=line, name=name))
+    fig.update_layout(**LAYOUT, title=f"Calls in flight{' — ' + html.escape(run) if run else ''}",
+                      yaxis_title="in flight at once")
+    return fig

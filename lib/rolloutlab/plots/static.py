@@ -386,3 +386,24 @@ def grader_disagreement(pairs: pd.DataFrame, run: str = "") -> Figure:
     fig.colorbar(image, ax=ax, label="share of rollouts: pass/fail differ")
     ax.set_title(f"Where graders disagree {run}".strip(), fontsize=10)
     return fig
+
+
+def in_flight(df: pd.DataFrame, run: str = "") -> Figure:
+    """Calls in flight per tool and rollouts in flight over a run (from ``in_flight``), as steps."""
+    df = require(df, "calls in flight")
+    fig, axes = _figure(9, 4)
+    ax = axes[0][0]
+    palette = [BASE_COLOR, CANDIDATE_COLOR, SIGNAL_COLOR, "#009E73", "#CC79A7", "#56B4E9"]
+    tools = [s for s in dict.fromkeys(df.scope) if s not in ("rollouts", "(all)")]
+    for i, scope in enumerate(["rollouts", "(all)"] + tools):
+        sub = df[df.scope == scope]
+        if sub.empty:
+            continue
+        style = (dict(color=NEUTRAL, linestyle="--") if scope == "rollouts" else dict(color="black", linewidth=1.6)
+                 if scope == "(all)" else dict(color=palette[(i - 2) % len(palette)], linewidth=1.0))
+        ax.step(sub.t, sub.in_flight, where="post", label=scope if scope != "rollouts" else "rollouts in flight", **style)
+    ax.set_ylabel("in flight at once")
+    ax.set_title(f"Calls in flight{' — ' + run if run else ''}")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
