@@ -8,6 +8,22 @@ import rolloutlab as rl
 from rolloutlab import config
 
 FIXTURES = Path(__file__).parent / "fixtures"
+NO_SPARK_ENV_VAR = "ROLLOUTLAB_NO_SPARK"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--no-spark", action="store_true",
+                     help=f"skip the tests that start Apache Spark (also: ${NO_SPARK_ENV_VAR}=1); CI runs them")
+
+
+def pytest_collection_modifyitems(config, items):
+    import os
+
+    if config.getoption("--no-spark") or os.environ.get(NO_SPARK_ENV_VAR):
+        skip = pytest.mark.skip(reason=f"Spark tests skipped (--no-spark / ${NO_SPARK_ENV_VAR})")
+        for item in items:
+            if "spark" in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,19 +56,46 @@ def _literal(value: Any) -> exp.Expression:
     raise TypeError(f"cannot bind a {type(value).__name__} as a Spark literal")
 
 
-def to_spark_sql(sql: str, params: dict | None = None) -> str:
-    """A DuckDB query of the SQL builders in Spark's dialect, its ``$name`` parameters bound."""
+def _function(name: str, *args: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def _spark_node(node: exp.Expression) -> exp.Expression:
+    """DuckDB functions sqlglot leaves as they are, as the Spark function that computes the same."""
+    if isinstance(node, exp.PercentileCont):  # quantile_cont: linear interpolation, as Spark's percentile
+        return _function("PERCENTILE", node.this, node.expression)
+    if isinstance(node, exp.Median):
+        return _function("PERCENTILE", node.this, exp.Literal.number("0.5"))
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "list_position":
+        return _function("ARRAY_POSITION", *node.expressions)
+    return node
+
+
+def to_spark_sql(sql: str, params: dict | list | tuple | None = None) -> str:
+    """A DuckDB query of the SQL builders in Spark's dialect, its parameters (``$name`` from a
+    dict, ``?`` from a list) bound as literals of the syntax tree."""
     tree = sqlglot.parse_one(sql, read="duckdb")
-    values = params or {}
+    named = params if isinstance(params, dict) else {}
+    positional = list(params) if isinstance(params, (list, tuple)) else []
 
     def bind(node):
-        if isinstance(node, exp.Placeholder) and node.name:
-            if node.name not in values:
+        if isinstance(node, exp.Placeholder):
+            if node.this is None:  # ?
+                if not positional:
+                    raise KeyError("the query has more ? parameters than values")
+                return _literal(positional.pop(0))
+            if node.name not in named:
                 raise KeyError(f"no value for the query's parameter ${node.name}")
-            return _literal(values[node.name])
+            return _literal(named[node.name])
         return node
 
-    return tree.transform(bind).sql(dialect="spark")
+    return tree.transform(bind).transform(_spark_node).sql(dialect="spark")
+
+
+def _lgamma(x):
+    if x is None or (x <= 0 and float(x).is_integer()):
+        return None
+    return math.lgamma(x)
 
 
 class SparkResult:
@@ -79,11 +107,19 @@ class SparkResult:
 
     def df(self) -> pd.DataFrame:
         if self._pandas is None:
-            self._pandas = self.frame.toPandas()
+            import pyarrow as pa
+
+            table = self.frame.toArrow()
+            df = table.to_pandas()
+            for name, column in zip(table.column_names, table.columns):
+                # as DuckDB gives them: integers with a NULL are pandas' nullable integers, not floats
+                if pa.types.is_integer(column.type) and column.null_count:
+                    df[name] = pd.array(column.to_pylist(), dtype=f"Int{column.type.bit_width}")
+            self._pandas = df
         return self._pandas.copy()
 
     def fetchall(self) -> list[tuple]:
-        return [tuple(r) for r in self.df().itertuples(index=False, name=None)]
+        return [tuple(row) for row in self.frame.collect()]  # NULL stays None (pandas would make it NaN)
 
     def fetchone(self):
         rows = self.fetchall()
@@ -102,7 +138,9 @@ class SparkConnection:
         self.spark = spark
         self.lake = Path(lake)
         self.tables = lakes.manifest(lake)["tables"]
-        spark.udf.register("lgamma", math.lgamma, "double")  # Spark SQL has no lgamma (pass@k)
+        # Spark SQL has no lgamma (pass@k). Spark runs a Python function on every row, even in a CASE
+        # branch the row does not take, so its poles give NULL instead of raising.
+        spark.udf.register("lgamma", _lgamma, "double")
         for table, info in self.tables.items():
             self._view(table, info)
         self.queries: list[str] = []  # every statement sent, in Spark's dialect
@@ -131,10 +169,14 @@ def session(master: str | None = None, app_name: str = "rolloutlab"):
     """A Spark session with the settings rolloutlab needs (UTC, string partitions, NULL on / 0)."""
     from pyspark.sql import SparkSession
 
+    # Spark's Python workers (the lgamma function) run this interpreter, which has rolloutlab
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).master(master or config.SPARK_MASTER)
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("FATAL")  # a failed query raises; Spark's own log of it is noise
+    return spark
 
 
 def connect(lake: str | os.PathLike, spark=None, master: str | None = None) -> SparkConnection:

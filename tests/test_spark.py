@@ -1,0 +1,92 @@
+"""The metrics on Apache Spark (local mode) over a lake equal DuckDB's, to 1e-9.
+
+Marked ``spark``: CI runs them; ``--no-spark`` (or $ROLLOUTLAB_NO_SPARK=1) skips them locally."""
+import pandas as pd
+import pytest
+
+import rolloutlab as rl
+from rolloutlab import synth
+
+pytestmark = pytest.mark.spark
+TOL = dict(check_dtype=False, rtol=1e-9, atol=1e-12)
+
+
+def numbers(df: pd.DataFrame) -> pd.DataFrame:
+    """Missing numbers as NaN whichever way the engine typed them (DuckDB's sum of BIGINT is a
+    HUGEINT, a float in pandas; Spark's is a BIGINT, a nullable integer)."""
+    return df.reset_index(drop=True).apply(
+        lambda c: c.astype("float64") if isinstance(c.dtype, pd.api.extensions.ExtensionDtype)
+        and pd.api.types.is_numeric_dtype(c.dtype) and not pd.api.types.is_bool_dtype(c.dtype) else c)
+
+
+def same(duck: pd.DataFrame, spark: pd.DataFrame, what: str) -> None:
+    assert list(spark.columns) == list(duck.columns), what
+    pd.testing.assert_frame_equal(numbers(spark), numbers(duck), obj=what, **TOL)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark")
+    from rolloutlab import spark as rs
+
+    session = rs.session()
+    yield session
+    session.stop()
+
+
+def lake_of(tmp_path, paths):
+    con = rl.connect(tmp_path / "db.duckdb")
+    rl.ingest(con, paths)
+    rl.export(con, tmp_path / "lake")
+    return con
+
+
+def check_every_metric(con, sc, pairs):
+    from rolloutlab import spark as rs
+
+    runs = rl.runs(con).run.tolist()
+    same(rl.summary(con), rl.summary(sc), "summary")
+    same(rl.by_step(con), rl.by_step(sc), "by_step")
+    for run in runs:
+        same(rl.sample_stats(con, run), rl.sample_stats(sc, run), f"sample_stats {run}")
+        same(rl.tool_stats(con, run), rl.tool_stats(sc, run), f"tool_stats {run}")
+    for base, candidate in pairs:
+        same(rs.compare_inputs(con, base, candidate), rs.compare_inputs(sc, base, candidate), f"compare {base}")
+    # the bootstrap runs on the driver over that table: compare itself agrees too
+    for base, candidate in pairs[:1]:
+        same(rl.compare(con, base, candidate, n_boot=200), rl.compare(sc, base, candidate, n_boot=200), "compare")
+
+
+def test_demo_data(spark, tmp_path):
+    from rolloutlab import spark as rs
+
+    paths, _ = synth.write_judged(tmp_path / "native", samples=40, attempts=3, messages=False, seed=5)
+    endpoint = synth.write_endpoint(tmp_path / "endpoint", samples=10, attempts=2, steps=(0, 5, 10))
+    con = lake_of(tmp_path, [*paths, *endpoint])
+    sc = rs.connect(tmp_path / "lake", spark=spark)
+    assert len(rl.runs(con)) == 5
+    check_every_metric(con, sc, [("base", "step10"), ("train-step0", "train-step10")])
+    assert all("$" not in q for q in sc.queries)  # every parameter bound in the syntax tree
+
+
+def test_real_logs(spark, tmp_path, real_dir):
+    from rolloutlab import spark as rs
+
+    con = lake_of(tmp_path, [real_dir])
+    sc = rs.connect(tmp_path / "lake", spark=spark)
+    runs = rl.runs(con).run.tolist()
+    assert any("/" in r or ":" in r for r in runs)  # labels a path cannot hold as they are
+    tau2 = [r for r in runs if "tau2" in r or r.startswith("gpt-4.1")]
+    check_every_metric(con, sc, [(tau2[0], tau2[1])] if len(tau2) > 1 else [])
+
+
+def test_parameters_are_bound_as_literals():
+    from rolloutlab.spark import to_spark_sql
+
+    sql = to_spark_sql("SELECT list_position($runs, run_id), quantile_cont(v, 0.5) FROM rollouts "
+                       "WHERE list_contains($runs, run_id) AND label = $label", {"runs": ["a'b", "c"], "label": "x' OR 1=1 --"})
+    assert "ARRAY('a\\'b', 'c')" in sql and "ARRAY_POSITION" in sql and "PERCENTILE(v, 0.5)" in sql
+    assert "label = 'x\\' OR 1=1 --'" in sql
+    assert to_spark_sql("SELECT * FROM runs WHERE step = ? AND label = ?", [3, "a"]).endswith("step = 3 AND label = 'a'")
+    with pytest.raises(KeyError, match=r"\$missing"):
+        to_spark_sql("SELECT $missing", {})
