@@ -195,3 +195,19 @@ def test_capacity(db_path, tmp_path, capsys):
     assert rows["search"]["peak_calls_in_flight"] == 2 and "projected_peak_calls_in_flight" not in rows["search"]
     assert main(["capacity", "--db", str(db_path), "--run", "obs", "--compute-multiplier", "2"]) == 2
     assert main(["capacity", "--db", str(db_path), "--run", "nope"]) == 2
+
+
+def test_export_and_ingest_a_lake(db_path, tmp_path, capsys):
+    from conftest import write_jsonl
+    from test_capacity import OBSERVED
+
+    assert main(["ingest", "--db", str(db_path), str(write_jsonl(tmp_path / "obs.jsonl", OBSERVED))]) == 0
+    capsys.readouterr()
+    assert main(["export", "--db", str(db_path), "--to", str(tmp_path / "lake")]) == 0
+    out = capsys.readouterr().out
+    assert "rollouts: 3 rows (partitioned by run)" in out and "tool_calls: 5 rows" in out
+    assert main(["export", "--db", str(db_path), "--to", str(tmp_path / "lake")]) == 2  # not over a lake
+    assert main(["ingest", "--db", str(tmp_path / "back.duckdb"), str(tmp_path / "lake")]) == 0
+    assert "obs.jsonl: loaded (native) - 3 records, 3 loaded, 0 rejected" in capsys.readouterr().out
+    assert main(["summary", "--db", str(tmp_path / "back.duckdb"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["rollouts"] == 3

@@ -90,3 +90,19 @@ def test_parameters_are_bound_as_literals():
     assert to_spark_sql("SELECT * FROM runs WHERE step = ? AND label = ?", [3, "a"]).endswith("step = 3 AND label = 'a'")
     with pytest.raises(KeyError, match=r"\$missing"):
         to_spark_sql("SELECT $missing", {})
+
+
+def test_files_read_from_another_root(spark, tmp_path):
+    """The manifest in one folder, the Parquet files elsewhere (as on object storage)."""
+    import shutil
+
+    from rolloutlab import spark as rs
+    from rolloutlab.lake import MANIFEST
+
+    paths, _ = synth.write_judged(tmp_path / "native", samples=8, attempts=2, messages=False, seed=1)
+    con = lake_of(tmp_path, paths)
+    (tmp_path / "manifest").mkdir()
+    shutil.copy(tmp_path / "lake" / MANIFEST, tmp_path / "manifest" / MANIFEST)
+    shutil.move(tmp_path / "lake", tmp_path / "elsewhere")
+    sc = rs.connect(tmp_path / "manifest", spark=spark, root=(tmp_path / "elsewhere").as_uri())
+    same(rl.summary(con), rl.summary(sc), "summary")

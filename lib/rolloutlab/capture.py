@@ -394,23 +394,13 @@ def _size(result: Any) -> int:
         return len(str(result))
 
 
-def captured_tool(log: EventLog | str | os.PathLike, tool: str | None = None, rollout_id_arg: str = "rollout_id",
-                  **recorder_options):
-    """Decorator for a plain tool handler called with keyword arguments: the ``rollout_id_arg``
-    keyword is the rollout id, the other keywords are the tool's arguments. An exception is logged
-    as a failed call (``error``) and raised again."""
-    recorder = Recorder(log, rollout_id_field=rollout_id_arg, **recorder_options)
-
+def _decorator(recorder: Recorder, event: Callable[..., dict]):
+    """A decorator that logs ``event(fn, kwargs, result, error, start, end)`` for every call."""
     def decorate(fn):
-        name = tool or fn.__name__
-
         def log_call(kwargs, result, exc, start, end):
             try:
                 error = None if exc is None else exception_text(exc)
-                args = {k: v for k, v in kwargs.items() if k != rollout_id_arg}
-                recorder.log.write(recorder.tool_event(
-                    name, recorder.rollout_id((), kwargs), {"arguments": args}, kwargs.get("call_id"), start, end,
-                    None, error, None if exc else _size(result)))
+                recorder.log.write(event(fn, kwargs, result, error, start, end))
             except Exception as e:
                 recorder.log.failed(e)
 
@@ -418,6 +408,21 @@ def captured_tool(log: EventLog | str | os.PathLike, tool: str | None = None, ro
         wrapper.capture_log = recorder.log
         return wrapper
     return decorate
+
+
+def captured_tool(log: EventLog | str | os.PathLike, tool: str | None = None, rollout_id_arg: str = "rollout_id",
+                  **recorder_options):
+    """Decorator for a plain tool handler called with keyword arguments: the ``rollout_id_arg``
+    keyword is the rollout id, the other keywords are the tool's arguments. An exception is logged
+    as a failed call (``error``) and raised again."""
+    recorder = Recorder(log, rollout_id_field=rollout_id_arg, **recorder_options)
+
+    def event(fn, kwargs, result, error, start, end):
+        args = {k: v for k, v in kwargs.items() if k != rollout_id_arg}
+        return recorder.tool_event(tool or fn.__name__, recorder.rollout_id((), kwargs), {"arguments": args},
+                                   kwargs.get("call_id"), start, end, None, error,
+                                   None if error else _size(result))
+    return _decorator(recorder, event)
 
 
 def captured_grader(log: EventLog | str | os.PathLike, rollout_id_arg: str = "rollout_id", **recorder_options):
@@ -426,16 +431,6 @@ def captured_grader(log: EventLog | str | os.PathLike, rollout_id_arg: str = "ro
     (a number, or an object with ``score`` and/or ``grades``)."""
     recorder = Recorder(log, rollout_id_field=rollout_id_arg, **recorder_options)
 
-    def decorate(fn):
-        def log_call(kwargs, result, exc, start, end):
-            try:
-                error = None if exc is None else exception_text(exc)
-                recorder.log.write(recorder.grade_event(recorder.rollout_id((), kwargs), kwargs, start, end, None,
-                                                        error, result))
-            except Exception as e:
-                recorder.log.failed(e)
-
-        wrapper = _wrap(fn, log_call)
-        wrapper.capture_log = recorder.log
-        return wrapper
-    return decorate
+    def event(fn, kwargs, result, error, start, end):
+        return recorder.grade_event(recorder.rollout_id((), kwargs), kwargs, start, end, None, error, result)
+    return _decorator(recorder, event)

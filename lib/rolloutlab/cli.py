@@ -80,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=20, help="at most this many (default 20; 0 for all)")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("export", help="the canonical tables as a Parquet lake (Hive-partitioned by run, zstd)")
+    _add_db(p)
+    p.add_argument("--to", required=True, type=Path, help="a new (or empty) folder; rolloutlab ingest DIR reads it back")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("capacity", help="the load one run put on each tool endpoint, and a planned step's")
     _add_db(p)
     p.add_argument("--run", required=True)
@@ -233,6 +238,19 @@ def cmd_audit(args) -> int:
                   f"{row.reason}\n   {row.details}")
         if total > len(df):
             print(f"(first {len(df)} of {total}; --limit 0 for all)")
+    return EXIT_OK
+
+
+def cmd_export(args) -> int:
+    from .lake import MANIFEST, export
+
+    df = _read(args, lambda con: export(con, args.to))
+    if args.json:
+        print(_json_records(df))
+        return EXIT_OK
+    for row in df.itertuples():
+        print(f"{row.table}: {row.rows} rows{' (partitioned by run)' if row.partitioned else ''}")
+    print(f"lake: {args.to} (manifest {args.to / MANIFEST}); read it back with: rolloutlab ingest {args.to}")
     return EXIT_OK
 
 
@@ -456,7 +474,7 @@ def cmd_demo(args) -> int:
 
 COMMANDS = {"ingest": cmd_ingest, "watch": cmd_watch, "runs": cmd_runs, "rejects": cmd_rejects, "summary": cmd_summary, "check": cmd_check,
             "compare": cmd_compare, "audit": cmd_audit, "report": cmd_report,
-            "capacity": cmd_capacity, "demo-server": cmd_demo_server, "synth": cmd_synth, "demo": cmd_demo}
+            "export": cmd_export, "capacity": cmd_capacity, "demo-server": cmd_demo_server, "synth": cmd_synth, "demo": cmd_demo}
 
 
 def main(argv: list[str] | None = None) -> int:

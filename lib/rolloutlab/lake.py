@@ -206,6 +206,7 @@ def connect_lake(lake: str | os.PathLike, memory_limit: str | None = None) -> du
     files: every metric function runs on it, reading only what its query needs (out of core)."""
     tables = manifest(lake)["tables"]
     con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")  # as store.connect: no bars printed into output
     if memory_limit:
         con.execute("SET memory_limit = ?", [memory_limit])
     for table in TABLES:

@@ -35,6 +35,7 @@ SPARK_CONF = {
     "spark.sql.ansi.enabled": "false",  # x / 0 is NULL, as in DuckDB
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",  # no stage bars printed into notebooks and logs
 }
 
 
@@ -134,9 +135,10 @@ class SparkConnection:
     """A Spark session with the lake's tables as temporary views; ``execute`` takes the DuckDB
     SQL of the builders."""
 
-    def __init__(self, spark, lake: str | os.PathLike):
+    def __init__(self, spark, lake: str | os.PathLike, root: str | None = None):
         self.spark = spark
         self.lake = Path(lake)
+        self.root = (root or str(self.lake)).rstrip("/")  # where Spark reads the files: s3a://... on a cluster
         self.tables = lakes.manifest(lake)["tables"]
         # Spark SQL has no lgamma (pass@k). Spark runs a Python function on every row, even in a CASE
         # branch the row does not take, so its poles give NULL instead of raising.
@@ -146,14 +148,14 @@ class SparkConnection:
         self.queries: list[str] = []  # every statement sent, in Spark's dialect
 
     def _view(self, table: str, info: dict) -> None:
-        root = self.lake / info["path"]
+        root = f"{self.root}/{info['path']}"
         if info["partition_by"] and not info["rows"]:
             empty = "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS \"{c}\"" for c, t in zip(info["columns"], info["types"]))
             frame = self.spark.sql(to_spark_sql(empty + " LIMIT 0"))
         elif info["partition_by"]:
-            frame = self.spark.read.option("basePath", str(root)).parquet(str(root)).select(*info["columns"])
+            frame = self.spark.read.option("basePath", root).parquet(root).select(*info["columns"])
         else:
-            frame = self.spark.read.parquet(str(root)).select(*info["columns"])
+            frame = self.spark.read.parquet(root).select(*info["columns"])
         frame.createOrReplaceTempView(table)
 
     def execute(self, sql: str, params: dict | None = None) -> SparkResult:
@@ -179,10 +181,11 @@ def session(master: str | None = None, app_name: str = "rolloutlab"):
     return spark
 
 
-def connect(lake: str | os.PathLike, spark=None, master: str | None = None) -> SparkConnection:
-    """The lake on Spark: ``spark`` an existing session (a cluster's), else a local one. Apply
-    ``SPARK_CONF`` to a session of your own."""
-    return SparkConnection(spark or session(master), lake)
+def connect(lake: str | os.PathLike, spark=None, master: str | None = None, root: str | None = None) -> SparkConnection:
+    """The lake on Spark: ``spark`` an existing session (a cluster's; apply ``SPARK_CONF`` to it),
+    else a local one. ``lake``: a local folder holding the lake's manifest; ``root``: where Spark
+    reads the Parquet files when they are elsewhere (``s3a://bucket/lake``), else ``lake``."""
+    return SparkConnection(spark or session(master), lake, root)
 
 
 def compare_inputs(con, base: str, candidate: str, pass_threshold: float | None = None,

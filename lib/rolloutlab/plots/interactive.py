@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .. import config
-from .style import (BASE_COLOR, CANDIDATE_COLOR, NEUTRAL, QUADRANT_COLORS, SIGNAL_COLOR, as_runs, require,
-                    run_colors, split_colors)
+from .style import (BASE_COLOR, CANDIDATE_COLOR, NEUTRAL, QUADRANT_COLORS, SIGNAL_COLOR, as_runs, in_flight_series,
+                    require, run_colors, split_colors)
 
 LAYOUT = dict(template="plotly_white", font=dict(size=12), hoverlabel=dict(namelength=-1),
               margin=dict(l=60, r=20, t=60, b=50))
@@ -244,16 +244,11 @@ def in_flight(df: pd.DataFrame, run: str = "") -> go.Figure:
     """Calls in flight per tool and rollouts in flight over a run (from ``in_flight``), as steps."""
     df = require(df, "calls in flight")
     fig = go.Figure()
-    palette = [BASE_COLOR, CANDIDATE_COLOR, SIGNAL_COLOR, "#009E73", "#CC79A7", "#56B4E9"]
-    tools = [s for s in dict.fromkeys(df.scope) if s not in ("rollouts", "(all)")]
-    for i, scope in enumerate(["rollouts", "(all)"] + tools):
-        sub = df[df.scope == scope]
-        if sub.empty:
-            continue
-        line = (dict(color=NEUTRAL, dash="dash") if scope == "rollouts" else dict(color="black", width=2)
-                if scope == "(all)" else dict(color=palette[(i - 2) % len(palette)], width=1))
-        name = "rollouts in flight" if scope == "rollouts" else html.escape(str(scope))
-        fig.add_trace(go.Scatter(x=sub.t, y=sub.in_flight, mode="lines", line_shape="hv", line=line, name=name))
+    for scope, kind, sub, color in in_flight_series(df):
+        line = {"rollouts": dict(dash="dash"), "all": dict(width=2), "tool": dict(width=1)}[kind]
+        name = "rollouts in flight" if kind == "rollouts" else html.escape(str(scope))
+        fig.add_trace(go.Scatter(x=sub.t, y=sub.in_flight, mode="lines", line_shape="hv", line=dict(color=color, **line),
+                                 name=name))
     fig.update_layout(**LAYOUT, title=f"Calls in flight{' — ' + html.escape(run) if run else ''}",
                       yaxis_title="in flight at once")
     return fig

@@ -10,8 +10,8 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from .. import config
-from .style import (BASE_COLOR, CANDIDATE_COLOR, NEUTRAL, QUADRANT_COLORS, SIGNAL_COLOR, as_runs, require,
-                    run_colors, split_colors)
+from .style import (BASE_COLOR, CANDIDATE_COLOR, NEUTRAL, QUADRANT_COLORS, SIGNAL_COLOR, as_runs, in_flight_series,
+                    require, run_colors, split_colors)
 
 
 def _figure(width=9.0, height=4.5, ncols=1, nrows=1, **kw):
@@ -393,15 +393,10 @@ def in_flight(df: pd.DataFrame, run: str = "") -> Figure:
     df = require(df, "calls in flight")
     fig, axes = _figure(9, 4)
     ax = axes[0][0]
-    palette = [BASE_COLOR, CANDIDATE_COLOR, SIGNAL_COLOR, "#009E73", "#CC79A7", "#56B4E9"]
-    tools = [s for s in dict.fromkeys(df.scope) if s not in ("rollouts", "(all)")]
-    for i, scope in enumerate(["rollouts", "(all)"] + tools):
-        sub = df[df.scope == scope]
-        if sub.empty:
-            continue
-        style = (dict(color=NEUTRAL, linestyle="--") if scope == "rollouts" else dict(color="black", linewidth=1.6)
-                 if scope == "(all)" else dict(color=palette[(i - 2) % len(palette)], linewidth=1.0))
-        ax.step(sub.t, sub.in_flight, where="post", label=scope if scope != "rollouts" else "rollouts in flight", **style)
+    for scope, kind, sub, color in in_flight_series(df):
+        style = {"rollouts": dict(linestyle="--"), "all": dict(linewidth=1.6), "tool": dict(linewidth=1.0)}[kind]
+        ax.step(sub.t, sub.in_flight, where="post", color=color,
+                label="rollouts in flight" if kind == "rollouts" else scope, **style)
     ax.set_ylabel("in flight at once")
     ax.set_title(f"Calls in flight{' — ' + run if run else ''}")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))

@@ -46,3 +46,15 @@ def require(df: pd.DataFrame | None, what: str) -> pd.DataFrame:
 def as_runs(data: pd.DataFrame | dict[str, pd.DataFrame], default: str = "run") -> dict[str, pd.DataFrame]:
     """A frame or {run: frame} -> {run: frame}."""
     return dict(data) if isinstance(data, dict) else {default: data}
+
+
+IN_FLIGHT_TOOL_COLORS = [BASE_COLOR, CANDIDATE_COLOR, SIGNAL_COLOR, "#009E73", "#CC79A7", "#56B4E9"]
+
+
+def in_flight_series(df: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame, str]]:
+    """(scope, kind, rows, color) to draw from ``in_flight``: rollouts, then all tools, then each
+    tool; kind is 'rollouts', 'all' or 'tool'."""
+    tools = [s for s in dict.fromkeys(df.scope) if s not in ("rollouts", "(all)")]
+    series = [("rollouts", "rollouts", NEUTRAL), ("(all)", "all", "black")]
+    series += [(t, "tool", IN_FLIGHT_TOOL_COLORS[i % len(IN_FLIGHT_TOOL_COLORS)]) for i, t in enumerate(tools)]
+    return [(scope, kind, df[df.scope == scope], color) for scope, kind, color in series if (df.scope == scope).any()]
