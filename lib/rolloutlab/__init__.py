@@ -20,7 +20,7 @@ _pd.set_option("display.html.use_mathjax", False)
 _pd.set_option("styler.html.mathjax", False)
 
 # Heavy (plotly) names load on first use, so that `import rolloutlab` and the CLI stay light.
-_LAZY = {"build_report": "report", "write_report": "report", "plots": None, "live": "liveview", "live_frame": "liveview"}
+_LAZY = {"build_report": "report", "write_report": "report", "plots": None, "spark": None, "live": "liveview", "live_frame": "liveview"}
 
 
 def __getattr__(name):
@@ -41,5 +41,5 @@ __all__ = [
     "capacity", "in_flight", "projection_error",
     "check", "audit",
     "compare", "sample_deltas", "distribution_shift", "shift_test", "by_step",
-    "explore", "build_report", "write_report", "plots", "live", "live_frame",
+    "explore", "build_report", "write_report", "plots", "spark", "live", "live_frame",
 ]

@@ -7,7 +7,7 @@ syntax tree, never pasted as text); the Python around the queries (pivots, the b
 per-sample table) runs on the driver, as with DuckDB::
 
     from rolloutlab import spark as rs
-    con = rs.connect("lake/")                  # local[*], or spark=an existing SparkSession
+    con = rs.connect("lake/")                  # a local session (config.SPARK_MASTER), or spark=yours
     rl.summary(con, "base")                    # the same columns as on DuckDB
     rs.compare_inputs(con, "base", "step10")   # compare's per-sample table
 
