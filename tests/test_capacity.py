@@ -37,7 +37,7 @@ def test_observed_load(con, load):
     assert df.peak_calls_in_flight.tolist() == [2, 2, 1]
     assert df.loc["search", "peak_at"] == T0.replace(tzinfo=None) + timedelta(seconds=2.5)
     assert set(df.peak_rollouts_in_flight) == {2}  # A with B, then A with C
-    # starts in one-second windows: (all) has 4 and 4.5 in [4,5)
+    # starts within one second (a sliding, half-open window): (all) has 4 and 4.5, not 5
     assert df.peak_calls_per_s.tolist() == [2, 1, 1]
     assert df.loc["search", "latency_p50"] == pytest.approx(1.5)
     assert df.loc["search", "latency_p95"] == pytest.approx(1.5 + 0.9 * 0.5)
@@ -50,8 +50,9 @@ def test_projection_aligns_rollouts_on_their_start(con, load):
     # offsets from each rollout's start: search [1,3], [0.5,2], [2.5,4] -> 2 of 3 rollouts at once
     assert df.peak_share.tolist() == pytest.approx([2 / 3, 2 / 3, 1 / 3])
     assert df.projected_peak_calls_in_flight.tolist() == [40, 40, 20]
-    # (all) starts at offsets 0 (C's cat) and 0.5 (B's search) share the first second
-    assert df.projected_peak_calls_per_s.tolist() == pytest.approx([40, 20, 20])
+    # starts at offsets 0 (C's cat) and 0.5 (B's search) within one second; search: 0.5 and 1
+    assert df.rate_share.tolist() == pytest.approx([2 / 3, 2 / 3, 1 / 3])
+    assert df.projected_peak_calls_per_s.tolist() == pytest.approx([40, 40, 20])
     assert set(df.projected_sandboxes) == {60} and set(df.rollouts_per_step) == {60}
     assert df.attrs["rollouts_per_step"] == 60
 
@@ -91,3 +92,24 @@ def test_in_flight_over_time(con, load):
     start = T0.replace(tzinfo=None)
     assert search[start + timedelta(seconds=2)] == 2  # A's and B's searches at 2.5
     assert search[start + timedelta(seconds=6)] == 0  # B's second search ended at 6
+
+
+def test_projection_is_never_below_what_the_run_showed(con, load):
+    # two rollouts far apart in their own time whose calls still met: C's call at 9.2 s into C,
+    # D's at 0.2 s into D, both at 10 s on the clock
+    records = [timed("meet", "c", 0, 12, [("search", 10, 11)]), timed("meet", "d", 9.8, 12, [("search", 10, 11)])]
+    load(records)
+    df = rl.capacity(con, "meet", batch_size=2).set_index("tool")
+    assert df.loc["search", "peak_share"] == 0.5 and df.loc["search", "peak_calls_in_flight"] == 2
+    assert df.loc["search", "projected_peak_calls_in_flight"] == 2  # not 2 x 0.5
+    # a step of one rollout: the observed peak scaled down to its size
+    assert rl.capacity(con, "meet", batch_size=1).set_index("tool").loc["search", "projected_peak_calls_in_flight"] == 1
+
+
+def test_real_logs_projection_covers_the_observed_peaks(con, real_dir):
+    rl.ingest(con, real_dir / "tau2-sft")
+    for run in rl.runs(con).run:
+        df = rl.capacity(con, run, batch_size=64).dropna(subset=["peak_calls_in_flight"])
+        assert len(df) and (df.peak_rollouts_in_flight <= 64).all()
+        assert (df.projected_peak_calls_in_flight >= df.peak_calls_in_flight).all()
+        assert (df.projected_peak_calls_per_s >= df.peak_calls_per_s - 1e-9).all()

@@ -11,6 +11,10 @@ from .common import resolve_runs, run_sql
 ALL = "(all)"
 
 
+FLOOR = "least(1.0, $rollouts_per_step / rp.peak_rollouts_in_flight)"
+HALF_OPEN = "($window - 1e-9)"  # a window's end is not in it
+
+
 def capacity_sql() -> str:
     """One row per tool and ``(all)``: observed load ($run), and the per-rollout peak shares the
     projection multiplies by $rollouts_per_step (NULL: no projection). $window: seconds per rate
@@ -40,11 +44,15 @@ def capacity_sql() -> str:
     offset_sweep AS (SELECT tool, sum(d) OVER (PARTITION BY tool ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS in_flight
                      FROM offset_edges),
     aligned AS (SELECT tool, max(in_flight) / any_value(n.rollouts) AS peak_share FROM offset_sweep, n GROUP BY tool),
+    -- calls starting within one window: for each call, the calls starting in [its start, + window)
     rates AS (SELECT tool, max(k) / $window AS peak_calls_per_s FROM (
-                  SELECT tool, count(*) AS k FROM timed GROUP BY tool, floor(epoch(started_at) / $window)) GROUP BY tool),
+                  SELECT tool, count(*) OVER (PARTITION BY tool ORDER BY epoch(started_at)
+                                              RANGE BETWEEN CURRENT ROW AND {HALF_OPEN} FOLLOWING) AS k
+                  FROM timed) GROUP BY tool),
     aligned_rates AS (SELECT tool, max(k) / $window / any_value(n.rollouts) AS rate_share FROM (
-                          SELECT tool, count(*) AS k FROM timed WHERE start_offset IS NOT NULL
-                          GROUP BY tool, floor(start_offset / $window)), n GROUP BY tool),
+                          SELECT tool, count(*) OVER (PARTITION BY tool ORDER BY start_offset
+                                                      RANGE BETWEEN CURRENT ROW AND {HALF_OPEN} FOLLOWING) AS k
+                          FROM timed WHERE start_offset IS NOT NULL), n GROUP BY tool),
     rollout_edges AS (SELECT started_at AS t, 1 AS d FROM r WHERE started_at IS NOT NULL AND ended_at IS NOT NULL
                       UNION ALL SELECT ended_at, -1 FROM r WHERE started_at IS NOT NULL AND ended_at IS NOT NULL),
     rollout_peak AS (SELECT max(in_flight)::BIGINT AS peak_rollouts_in_flight FROM (
@@ -56,8 +64,11 @@ def capacity_sql() -> str:
            p.peak_calls_in_flight, p.peak_at, rp.peak_rollouts_in_flight, rt.peak_calls_per_s,
            a.peak_share, ar.rate_share,
            $rollouts_per_step::BIGINT AS rollouts_per_step,
-           ceil($rollouts_per_step * a.peak_share)::BIGINT AS projected_peak_calls_in_flight,
-           $rollouts_per_step * ar.rate_share AS projected_peak_calls_per_s,
+           -- never below what the run itself showed (scaled down for a step smaller than its peak)
+           greatest(ceil($rollouts_per_step * a.peak_share),
+                    coalesce(ceil(p.peak_calls_in_flight * {FLOOR}), 0))::BIGINT AS projected_peak_calls_in_flight,
+           greatest($rollouts_per_step * ar.rate_share,
+                    coalesce(rt.peak_calls_per_s * {FLOOR}, 0)) AS projected_peak_calls_per_s,
            $rollouts_per_step::BIGINT AS projected_sandboxes
     FROM stats s CROSS JOIN n CROSS JOIN rollout_peak rp
     LEFT JOIN peaks p USING (tool) LEFT JOIN rates rt USING (tool)
@@ -73,11 +84,14 @@ def capacity(con: duckdb.DuckDBPyConnection, run: str, batch_size: int | None = 
 
     Observed: calls, calls_per_rollout, latency_p50/p95 (seconds), peak_calls_in_flight (a sweep
     over the calls' start and end times; peak_at: when), peak_rollouts_in_flight,
-    peak_calls_per_s (the busiest window of ``config.CAPACITY_RATE_WINDOW_S``). The projection
+    peak_calls_per_s (the most calls starting within ``config.CAPACITY_RATE_WINDOW_S`` of one
+    another, a sliding window). The projection
     assumes a step starts batch_size × compute_multiplier rollouts at once, each behaving like
     this run's: peak_share (the largest share of rollouts in a call at the same time since their
     start) and rate_share (calls per second per rollout in the busiest window since their start)
-    times rollouts_per_step; projected_sandboxes is one sandbox per rollout alive at once.
+    times rollouts_per_step, and never below the run's own observed peaks (scaled down when the
+    step has fewer rollouts than the run had in flight); projected_sandboxes is one sandbox per
+    rollout alive at once.
     """
     label = resolve_runs(con, run)[0]
     if compute_multiplier is not None and batch_size is None:
