@@ -35,6 +35,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/inspect_eval.py
 	$(BIN)/python bench/live.py
 	$(BIN)/python bench/sweep.py
+	$(BIN)/python bench/capture.py
+	$(BIN)/python bench/capacity.py
+	$(BIN)/python bench/lake.py
 
 clean:
 	rm -rf $(VENV) data/demo data/rolloutlab.duckdb data/rolloutlab.duckdb.wal
