@@ -60,9 +60,12 @@ def make_app(log_dir: str | Path, *, rollout_id_header: str | None = None, run: 
                            graders=("/grade",), rollout_id_header=rollout_id_header, run=run)
     app.state.capture_log = event_log
 
-    async def arguments(request: Request) -> tuple[dict, dict]:
+    def authorize(request: Request) -> None:
         if token is not None and request.headers.get("authorization") != f"Bearer {token}":
             raise HTTPException(status_code=401, detail="missing or wrong bearer token")
+
+    async def arguments(request: Request) -> tuple[dict, dict]:
+        authorize(request)
         try:
             body = json.loads(await request.body() or b"null")
             args = body["arguments"]
@@ -101,8 +104,7 @@ def make_app(log_dir: str | Path, *, rollout_id_header: str | None = None, run: 
 
     @app.post("/grade")
     async def grade(request: Request):
-        if token is not None and request.headers.get("authorization") != f"Bearer {token}":
-            raise HTTPException(status_code=401, detail="missing or wrong bearer token")
+        authorize(request)
         body = json.loads(await request.body() or b"null")
         item = (body or {}).get("item") or {}
         reference = item.get("reference_answer") or references.get(item.get("id"))

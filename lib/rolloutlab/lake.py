@@ -131,15 +131,20 @@ def manifest(path: str | os.PathLike) -> dict:
     return data
 
 
+def empty_table_sql(info: dict) -> str:
+    """No rows, with the table's columns and types from the manifest."""
+    return "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_q(c)}" for c, t in zip(info["columns"], info["types"])) \
+        + " LIMIT 0"
+
+
 def scan_sql(lake: str | os.PathLike, table: str, info: dict) -> str:
     """A query over one table of the lake, with the table's own columns in order."""
     root = Path(lake)
     cols = ", ".join(_q(c) for c in info["columns"])
     if info["partition_by"]:
         pattern = root / info["path"] / "**" / "*.parquet"
-        if not info["rows"]:  # no partition, no file: the columns from the manifest
-            return "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_q(c)}" for c, t in zip(info["columns"], info["types"])) \
-                + " LIMIT 0"
+        if not info["rows"]:  # no partition, no file
+            return empty_table_sql(info)
         return (f"SELECT {cols} FROM read_parquet({_lit(pattern)}, hive_partitioning = true, "
                 f"hive_types = {{{_lit(PARTITION)}: VARCHAR}})")
     return f"SELECT {cols} FROM read_parquet({_lit(root / info['path'])})"

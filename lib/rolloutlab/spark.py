@@ -150,8 +150,7 @@ class SparkConnection:
     def _view(self, table: str, info: dict) -> None:
         root = f"{self.root}/{info['path']}"
         if info["partition_by"] and not info["rows"]:
-            empty = "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS \"{c}\"" for c, t in zip(info["columns"], info["types"]))
-            frame = self.spark.sql(to_spark_sql(empty + " LIMIT 0"))
+            frame = self.spark.sql(to_spark_sql(lakes.empty_table_sql(info)))
         elif info["partition_by"]:
             frame = self.spark.read.option("basePath", root).parquet(root).select(*info["columns"])
         else:

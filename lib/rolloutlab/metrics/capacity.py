@@ -12,7 +12,32 @@ ALL = "(all)"
 
 
 FLOOR = "least(1.0, $rollouts_per_step / rp.peak_rollouts_in_flight)"
-HALF_OPEN = "($window - 1e-9)"  # a window's end is not in it
+
+
+def sweep_sql(source: str, key: str, start: str, end: str) -> str:
+    """(k, t, in_flight) per ``key`` of ``source``: +1 at each span's start, -1 at its end, a
+    running sum; at the same instant the end comes first (a span ending as another starts does
+    not overlap it)."""
+    return f"""
+    SELECT k, t, sum(d) OVER (PARTITION BY k ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS in_flight
+    FROM (SELECT {key} AS k, {start} AS t, 1 AS d FROM {source} UNION ALL SELECT {key}, {end}, -1 FROM {source})"""
+
+
+def window_counts_sql(source: str, key: str, at: str) -> str:
+    """(k, n) per row of ``source``: the rows of its ``key`` starting in [its ``at``, + $window)."""
+    return f"""
+    SELECT {key} AS k, count(*) OVER (PARTITION BY {key} ORDER BY {at}
+                                      RANGE BETWEEN CURRENT ROW AND ($window - 1e-9) FOLLOWING) AS n
+    FROM {source}"""
+
+
+def calls_sql() -> str:
+    """The calls of the run's rollouts (``r``), with their offsets from their rollout's start."""
+    return f"""
+    SELECT t.tool, t.latency_s, t.started_at, t.ended_at,
+           epoch(t.started_at) - epoch(r.started_at) AS start_offset,
+           epoch(t.ended_at) - epoch(r.started_at) AS end_offset
+    FROM tool_calls t JOIN r USING (rollout_id)"""
 
 
 def capacity_sql() -> str:
@@ -22,41 +47,22 @@ def capacity_sql() -> str:
     return f"""
     WITH r AS (SELECT rollout_id, started_at, ended_at FROM rollouts WHERE run_id = $run),
     n AS (SELECT count(*) AS rollouts FROM r),
-    calls AS (
-        SELECT t.tool, t.latency_s, t.started_at, t.ended_at,
-               epoch(t.started_at) - epoch(r.started_at) AS start_offset,
-               epoch(t.ended_at) - epoch(r.started_at) AS end_offset
-        FROM tool_calls t JOIN r USING (rollout_id)
-        UNION ALL
-        SELECT '{ALL}', t.latency_s, t.started_at, t.ended_at,
-               epoch(t.started_at) - epoch(r.started_at), epoch(t.ended_at) - epoch(r.started_at)
-        FROM tool_calls t JOIN r USING (rollout_id)),
+    per_tool AS ({calls_sql()}),
+    calls AS (SELECT * FROM per_tool UNION ALL SELECT * REPLACE ('{ALL}' AS tool) FROM per_tool),
     timed AS (SELECT * FROM calls WHERE started_at IS NOT NULL AND ended_at IS NOT NULL),
-    -- a sweep: +1 when a call starts, -1 when it ends; at the same instant the end comes first
-    edges AS (SELECT tool, started_at AS t, 1 AS d FROM timed UNION ALL SELECT tool, ended_at, -1 FROM timed),
-    sweep AS (SELECT tool, t, sum(d) OVER (PARTITION BY tool ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS in_flight
-              FROM edges),
-    peaks AS (SELECT tool, max(in_flight)::BIGINT AS peak_calls_in_flight, arg_max(t, in_flight) AS peak_at
-              FROM sweep GROUP BY tool),
+    aligned_calls AS (SELECT * FROM timed WHERE start_offset IS NOT NULL),
+    timed_rollouts AS (SELECT * FROM r WHERE started_at IS NOT NULL AND ended_at IS NOT NULL),
+    peaks AS (SELECT k AS tool, max(in_flight)::BIGINT AS peak_calls_in_flight, arg_max(t, in_flight) AS peak_at
+              FROM ({sweep_sql('timed', 'tool', 'started_at', 'ended_at')}) GROUP BY k),
     -- the same sweep over offsets from each rollout's start: all rollouts of a step start together
-    offset_edges AS (SELECT tool, start_offset AS t, 1 AS d FROM timed WHERE start_offset IS NOT NULL
-                     UNION ALL SELECT tool, end_offset, -1 FROM timed WHERE start_offset IS NOT NULL),
-    offset_sweep AS (SELECT tool, sum(d) OVER (PARTITION BY tool ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS in_flight
-                     FROM offset_edges),
-    aligned AS (SELECT tool, max(in_flight) / any_value(n.rollouts) AS peak_share FROM offset_sweep, n GROUP BY tool),
-    -- calls starting within one window: for each call, the calls starting in [its start, + window)
-    rates AS (SELECT tool, max(k) / $window AS peak_calls_per_s FROM (
-                  SELECT tool, count(*) OVER (PARTITION BY tool ORDER BY epoch(started_at)
-                                              RANGE BETWEEN CURRENT ROW AND {HALF_OPEN} FOLLOWING) AS k
-                  FROM timed) GROUP BY tool),
-    aligned_rates AS (SELECT tool, max(k) / $window / any_value(n.rollouts) AS rate_share FROM (
-                          SELECT tool, count(*) OVER (PARTITION BY tool ORDER BY start_offset
-                                                      RANGE BETWEEN CURRENT ROW AND {HALF_OPEN} FOLLOWING) AS k
-                          FROM timed WHERE start_offset IS NOT NULL), n GROUP BY tool),
-    rollout_edges AS (SELECT started_at AS t, 1 AS d FROM r WHERE started_at IS NOT NULL AND ended_at IS NOT NULL
-                      UNION ALL SELECT ended_at, -1 FROM r WHERE started_at IS NOT NULL AND ended_at IS NOT NULL),
-    rollout_peak AS (SELECT max(in_flight)::BIGINT AS peak_rollouts_in_flight FROM (
-                         SELECT sum(d) OVER (ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS in_flight FROM rollout_edges)),
+    aligned AS (SELECT k AS tool, max(in_flight) / any_value(n.rollouts) AS peak_share
+                FROM ({sweep_sql('aligned_calls', 'tool', 'start_offset', 'end_offset')}), n GROUP BY k),
+    rates AS (SELECT k AS tool, max(n) / $window AS peak_calls_per_s
+              FROM ({window_counts_sql('timed', 'tool', 'epoch(started_at)')}) GROUP BY k),
+    aligned_rates AS (SELECT w.k AS tool, max(w.n) / $window / any_value(n.rollouts) AS rate_share
+                      FROM ({window_counts_sql('aligned_calls', 'tool', 'start_offset')}) w, n GROUP BY w.k),
+    rollout_peak AS (SELECT max(in_flight)::BIGINT AS peak_rollouts_in_flight
+                     FROM ({sweep_sql('timed_rollouts', "'rollouts'", 'started_at', 'ended_at')})),
     stats AS (SELECT tool, count(*) AS calls, quantile_cont(latency_s, 0.5) AS latency_p50,
                      quantile_cont(latency_s, 0.95) AS latency_p95
               FROM calls GROUP BY tool)
@@ -112,15 +118,14 @@ def in_flight_sql() -> str:
     in each of $points windows spanning the run ($run)."""
     return f"""
     WITH r AS (SELECT rollout_id, started_at, ended_at FROM rollouts WHERE run_id = $run),
-    spans AS (SELECT t.tool AS scope, t.started_at, t.ended_at FROM tool_calls t JOIN r USING (rollout_id)
-              UNION ALL SELECT '{ALL}', t.started_at, t.ended_at FROM tool_calls t JOIN r USING (rollout_id)
+    per_tool AS ({calls_sql()}),
+    spans AS (SELECT tool AS scope, started_at, ended_at FROM per_tool
+              UNION ALL SELECT '{ALL}', started_at, ended_at FROM per_tool
               UNION ALL SELECT 'rollouts', started_at, ended_at FROM r),
     timed AS (SELECT * FROM spans WHERE started_at IS NOT NULL AND ended_at IS NOT NULL),
-    edges AS (SELECT scope, started_at AS t, 1 AS d FROM timed UNION ALL SELECT scope, ended_at, -1 FROM timed),
-    sweep AS (SELECT scope, t, sum(d) OVER (PARTITION BY scope ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS in_flight
-              FROM edges),
-    bounds AS (SELECT min(t) AS t0, greatest(epoch(max(t)) - epoch(min(t)), 1e-6) / $points AS width FROM edges)
-    SELECT scope, t0 + to_microseconds(floor((epoch(t) - epoch(t0)) / width)::BIGINT * (width * 1e6)::BIGINT) AS t,
+    sweep AS ({sweep_sql('timed', 'scope', 'started_at', 'ended_at')}),
+    bounds AS (SELECT min(t) AS t0, greatest(epoch(max(t)) - epoch(min(t)), 1e-6) / $points AS width FROM sweep)
+    SELECT k AS scope, t0 + to_microseconds(floor((epoch(t) - epoch(t0)) / width)::BIGINT * (width * 1e6)::BIGINT) AS t,
            max(in_flight)::BIGINT AS in_flight
     FROM sweep, bounds GROUP BY ALL ORDER BY scope, t
     """
