@@ -40,7 +40,7 @@ def test_rejects_command(db_path, capsys):
 
 
 def test_a_loader_defect_is_no_traceback(db_path, capsys, monkeypatch):
-    """A file that breaks a loader: exit 1, the file named, what to do; nothing written."""
+    """A file that breaks a loader: exit 1, the file named, what to do; nothing of it written."""
     from rolloutlab.ingest.formats import native
 
     assert main(["ingest", GOOD, "--db", str(db_path)]) == 0
@@ -51,9 +51,9 @@ def test_a_loader_defect_is_no_traceback(db_path, capsys, monkeypatch):
 
     monkeypatch.setattr(native, "load", broken)
     assert main(["ingest", BAD, "--db", str(db_path)]) == 1
-    err = capsys.readouterr().err
-    assert f"{BAD}: could not be loaded (KeyError: 'surprise')" in err and "rolled back" in err
-    assert "Traceback" not in err
+    out, err = capsys.readouterr()
+    assert f"{BAD}: failed" in out and f"{BAD}: could not be loaded (KeyError: 'surprise')" in out
+    assert "report it" in out and "Traceback" not in out + err
     assert main(["runs", "--db", str(db_path), "--json"]) == 0
     assert sum(r["rollouts"] for r in json.loads(capsys.readouterr().out)) == 4
 
@@ -211,3 +211,23 @@ def test_export_and_ingest_a_lake(db_path, tmp_path, capsys):
     assert "obs.jsonl: loaded (native) - 3 records, 3 loaded, 0 rejected" in capsys.readouterr().out
     assert main(["summary", "--db", str(tmp_path / "back.duckdb"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["rollouts"] == 3
+
+
+def test_output_cut_short_by_a_closed_pipe_is_no_error(db_path, tmp_path):
+    # `rolloutlab rejects | head -1`: the reader leaves after one line; no error, no traceback.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"run": "r", "sample_id": "s", "score": "high"}\n' * 5000)
+    assert main(["ingest", str(bad), "--db", str(db_path)]) == 1
+    proc = subprocess.Popen([sys.executable, "-m", "rolloutlab.cli", "rejects", "--db", str(db_path), "--limit", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as head -1 does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and b"field 'score' must be a number" in first
+    assert err == "", err
+
+
+def test_ingest_with_a_run_label_on_an_unchanged_file_says_it_was_not_applied(db_path, capsys):
+    assert main(["ingest", GOOD, "--db", str(db_path)]) == 0
+    assert main(["ingest", GOOD, "--db", str(db_path), "--run", "B"]) == 0
+    assert "--run 'B' was not applied" in capsys.readouterr().out

@@ -165,3 +165,19 @@ def test_mutated_eval_zips_never_crash(which, data):
     with Archive(path) as archive:
         members = {n: json.loads(archive.read(n)) for n in archive.names() if n.endswith(".json")}
     assert_ingest_survives(data.draw(mutated_zip(members)), "log.eval", "inspect")
+
+
+def test_eval_samples_are_streamed_a_batch_at_a_time(con, monkeypatch):
+    # Members are read as the batches load, never all at once: with batches of 2, the first batch
+    # loads after 2 of the 6 samples were read.
+    from rolloutlab.ingest import convert
+    from rolloutlab.ingest.ziparchive import Archive
+
+    reads, read_at_load = [], []
+    real_read, real_load = Archive.read, convert.native.load
+    monkeypatch.setattr(Archive, "read", lambda self, name: (reads.append(name), real_read(self, name))[1])
+    monkeypatch.setattr(convert.native, "load", lambda ctx: (read_at_load.append(
+        sum(n.startswith("samples/") for n in reads)), real_load(ctx))[1])
+    monkeypatch.setattr(config, "CONVERT_BATCH_RECORDS", 2)
+    assert rl.ingest(con, ZSTD_EVAL).loaded.tolist() == [6]
+    assert read_at_load == [2, 4, 6]

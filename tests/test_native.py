@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from datetime import datetime
 
@@ -9,6 +10,7 @@ import pytest
 
 import rolloutlab as rl
 from hypothesis import given
+from hypothesis import strategies as st
 from mutations import SETTINGS, assert_ingest_survives, mutated_jsonl, read_jsonl
 from conftest import FIXTURES
 
@@ -191,7 +193,7 @@ def test_an_integer_too_large_is_rejected_not_nulled(con, tmp_path):
     path.write_text('{"run": "r", "sample_id": "s", "score": 1, "attempt": 99999999999999999999}\n')
     rl.ingest(con, path)
     assert one(con, "SELECT reason FROM rejects")[0] == \
-        "field 'attempt' must be an integer, got number 99999999999999999999"
+        "field 'attempt' must be an integer from 0 to 2147483647, got number 99999999999999999999"
 
 
 @given(mutated_jsonl(read_jsonl(FIXTURES / "native" / "good.jsonl")))
@@ -235,3 +237,71 @@ def test_a_converted_batch_larger_than_a_chunk_keeps_every_reject(tmp_path, monk
     for name, sql in TABLES.items():
         assert chunked.execute(sql).fetchall() == whole.execute(sql).fetchall(), name
     whole.close(), chunked.close()
+
+
+# ---- absurd values and values too large for their column (issue 23, points 9 and 10) ----------
+
+ABSURD = [
+    ('"score": 1e400', "field 'score' must be a finite number, got number 1e400"),
+    ('"score": -1e400', "field 'score' must be a finite number, got number -1e400"),
+    ('"started_at": "infinity"', "field 'started_at' must be an ISO-8601 timestamp string from 1990-01-01 to "
+                                 "2100-01-01, got string \"infinity\""),
+    ('"started_at": "294246-01-01T00:00:00Z"', "field 'started_at' must be an ISO-8601 timestamp string from "
+                                               "1990-01-01 to 2100-01-01, got string \"294246-01-01T00:00:00Z\""),
+    ('"ended_at": "1900-01-01T00:00:00Z"', "field 'ended_at' must be an ISO-8601 timestamp string from 1990-01-01 "
+                                           "to 2100-01-01, got string \"1900-01-01T00:00:00Z\""),
+    ('"latency_s": -3', "field 'latency_s' must be a finite number >= 0, got number -3"),
+    ('"started_at": "2025-01-02T00:00:00Z", "ended_at": "2025-01-01T00:00:00Z"',
+     "field 'ended_at' precedes 'started_at': the rollout's clock is wrong"),
+    ('"step": 3000000000', "field 'step' must be an integer from -2147483648 to 2147483647, got number 3000000000"),
+    ('"attempt": 2147483648', "field 'attempt' must be an integer from 0 to 2147483647, got number 2147483648"),
+    ('"tool_calls": [{"tool": "t", "turn": 4294967296}]',
+     "field 'tool_calls[0].turn' must be an integer from 0 to 2147483647, got number 4294967296"),
+    ('"tool_calls": [{"tool": "t", "latency_s": -0.5}]',
+     "field 'tool_calls[0].latency_s' must be a finite number >= 0, got number -0.5"),
+    ('"tool_calls": [{"tool": "t", "started_at": "2025-01-02T00:00:00Z", "ended_at": "2025-01-01T00:00:00Z"}]',
+     "field 'tool_calls[0].ended_at' precedes its 'started_at': the clock is wrong"),
+    ('"messages": [{"role": "user", "turn": 9999999999}]',
+     "field 'messages[0].turn' must be an integer from 0 to 2147483647, got number 9999999999"),
+    ('"usage": {"input_tokens": -5}', "field 'usage.input_tokens' must be an integer from 0 to "
+                                      "9223372036854775807, got number -5"),
+    ('"grades": [{"grader": "g", "score": 1e999}]', "field 'grades[0].score' must be a finite number, got number 1e999"),
+]
+
+
+def test_absurd_values_are_rejects_naming_the_field(con, tmp_path):
+    path = tmp_path / "absurd.jsonl"
+    lines = [f'{{"run": "r", "sample_id": "s{i}", {extra}' + ('}' if extra.startswith('"score"') else ', "score": 1}')
+             for i, (extra, _) in enumerate(ABSURD)]
+    path.write_text("\n".join(lines) + '\n{"run": "r", "sample_id": "ok", "score": 0.5}\n')
+    result = rl.ingest(con, path)  # one call: nothing aborts it
+    assert result[["records", "loaded", "rejected"]].values.tolist() == [[len(ABSURD) + 1, 1, len(ABSURD)]]
+    reasons = dict(con.execute("SELECT line_no, reason FROM rejects").fetchall())
+    assert reasons == {i + 1: why for i, (_, why) in enumerate(ABSURD)}
+
+
+FINITE = st.floats(allow_nan=False, allow_infinity=False, width=64)
+INT = st.integers(min_value=-(2 ** 70), max_value=2 ** 70)
+TIME = st.one_of(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31)).map(
+    lambda d: d.isoformat() + "Z"), st.sampled_from(["infinity", "-infinity", "294246-01-01T00:00:00Z"]))
+
+
+@given(score=st.one_of(FINITE, st.just(float("inf"))), step=INT, attempt=INT, turn=INT, started=TIME,
+       latency=st.one_of(FINITE, st.just(-1e-9)))
+@SETTINGS
+def test_any_number_or_time_loads_sane_or_is_rejected(tmp_path_factory, score, step, attempt, turn, started, latency):
+    # Whatever the values, one ingest call finishes; a value loads only when it is sane.
+    path = tmp_path_factory.mktemp("n") / "n.jsonl"
+    text = json.dumps({"run": "r", "sample_id": "s", "score": score, "step": step, "attempt": attempt,
+                       "started_at": started, "latency_s": latency, "tool_calls": [{"tool": "t", "turn": turn}]})
+    path.write_text(text.replace("Infinity", "1e400") + "\n")
+    con = rl.connect(path.with_suffix(".duckdb"))
+    try:
+        result = rl.ingest(con, path)
+        assert result.records.tolist() == [1] and result.loaded.sum() + result.rejected.sum() == 1
+        sane = (math.isfinite(score) and -2**31 <= step < 2**31 and 0 <= attempt < 2**31 and 0 <= turn < 2**31
+                and started[:4].isdigit() and "1990" <= started[:4] < "2100" and len(started.split("-")[0]) == 4
+                and latency >= 0)
+        assert result.loaded.tolist() == [int(sane)], (text, con.execute("SELECT reason FROM rejects").fetchall())
+    finally:
+        con.close()

@@ -151,3 +151,86 @@ def test_an_ungraded_rollout_belongs_to_the_run_running_when_it_started(con, tmp
     got = dict(con.execute("SELECT rollout_id, run_id FROM rollouts WHERE status = 'ungraded'").fetchall())
     assert got == {"lost-in-a": "step1", "lost-in-b": "step2"}
     assert rl.runs(con).set_index("run").without_sample.to_dict() == {"step1": 1, "step2": 1}
+
+
+# ---- events from elsewhere never overwrite; retries; unauthenticated calls (issue 23) ---------
+
+def tool_event(rollout_id, **extra):
+    return {"event": "tool", "rollout_id": rollout_id, "tool": "search", "started_at": "2025-12-09T10:00:00Z",
+            "ended_at": "2025-12-09T10:00:01Z", **extra}
+
+
+def write_events(path, events):
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    return path
+
+
+@pytest.mark.parametrize("order", ["native first", "events first", "one call"])
+def test_an_event_never_destroys_a_rollout_of_another_file(con, tmp_path, order):
+    native = tmp_path / "native.jsonl"
+    native.write_text(json.dumps({"rollout_id": "r1", "run": "base", "sample_id": "q1", "score": 1.0,
+                                  "grades": [{"grader": "judge", "score": 1.0}],
+                                  "messages": [{"role": "user", "content": "q"}]}) + "\n")
+    events = write_events(tmp_path / "events.jsonl", [tool_event("r1"), tool_event("r2")])
+    if order == "native first":
+        rl.ingest(con, native)
+        result = rl.ingest(con, events)
+        clash = result.reasons[0][0]
+        assert f"{events}:1: rollout_id 'r1' is already a rollout loaded from {native} line 1 (native)" in clash
+    elif order == "events first":
+        rl.ingest(con, events)
+        result = rl.ingest(con, native)
+        assert result.reasons[0] == [f"{native}:1: duplicate rollout_id 'r1': already loaded from {events} line 1"]
+    else:
+        result = rl.ingest(con, [native, events])
+        assert result.rejected.tolist() == [0, 1]
+    kept = con.execute("SELECT run_id, status, score FROM rollouts WHERE rollout_id = 'r1'").fetchall()
+    if order == "events first":  # the events came first: theirs is the rollout, the native line the reject
+        assert kept == [("unknown", "ungraded", None)]
+    else:
+        assert kept == [("base", "ok", 1.0)]
+        assert con.execute("SELECT count(*) FROM messages WHERE rollout_id = 'r1'").fetchone() == (1,)
+        assert con.execute("SELECT count(*) FROM grades WHERE rollout_id = 'r1'").fetchone() == (1,)
+        assert rl.ingest(con, native).action.tolist() == ["unchanged"]
+    assert con.execute("SELECT count(*) FROM rollouts WHERE rollout_id = 'r2'").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("failure", [{"http_status": 503, "error": "grader unavailable"},
+                                     {"http_status": 504, "error": "timed out"}, {"error": "connection reset"}])
+@pytest.mark.parametrize("same_file", [True, False])
+def test_a_retried_grade_supersedes_the_failed_attempt(con, tmp_path, failure, same_file):
+    failed = {"event": "grade", "rollout_id": "g1", "run": "train", "sample_id": "q1", "ts": "2025-12-09T10:00:05Z",
+              **failure}
+    retry = {"event": "grade", "rollout_id": "g1", "run": "train", "sample_id": "q1", "score": 0.75,
+             "ts": "2025-12-09T10:00:09Z"}
+    if same_file:
+        result = rl.ingest(con, write_events(tmp_path / "e.jsonl", [tool_event("g1"), failed, retry]))
+        assert result.rejected.tolist() == [0]
+    else:
+        rl.ingest(con, write_events(tmp_path / "a.jsonl", [tool_event("g1"), failed]))
+        assert con.execute("SELECT status FROM rollouts").fetchone() == ("infra_error",)
+        assert rl.ingest(con, write_events(tmp_path / "b.jsonl", [retry])).rejected.tolist() == [0]
+    assert con.execute("SELECT status, score, error FROM rollouts").fetchone() == ("ok", 0.75, None)
+    grader, score, details = con.execute("SELECT grader, score, details FROM grades").fetchone()
+    attempts = json.loads(details)["failed_attempts"]  # the failed attempt stays visible
+    assert (grader, score, len(attempts)) == ("grader", 0.75, 1)
+    assert attempts[0]["error"] == failure["error"] and attempts[0].get("http_status") == failure.get("http_status")
+
+
+def test_two_different_scores_still_conflict(con, tmp_path):
+    graded = {"event": "grade", "rollout_id": "g1", "run": "train", "sample_id": "q1", "score": 0.75}
+    result = rl.ingest(con, write_events(tmp_path / "e.jsonl", [graded, {**graded, "score": 0.25}]))
+    assert "conflicting grade event for rollout 'g1': score 0.25 here, 0.75" in result.reasons[0][0]
+    assert con.execute("SELECT score FROM rollouts").fetchone() == (0.75,)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_an_unauthenticated_call_never_counts(con, tmp_path, status):
+    events = [tool_event("r1", http_status=status, error="missing or wrong bearer token"),
+              {"event": "grade", "rollout_id": "r1", "run": "train", "sample_id": "q1", "http_status": status,
+               "error": "missing or wrong bearer token"},
+              {"event": "grade", "rollout_id": "r1", "run": "train", "sample_id": "q1", "score": 1.0}]
+    result = rl.ingest(con, write_events(tmp_path / "e.jsonl", events))
+    assert result.rejected.tolist() == [2]
+    assert all(f"an unauthenticated call (HTTP {status})" in r for r in result.reasons[0])
+    assert con.execute("SELECT status, score, n_tool_calls FROM rollouts").fetchall() == [("ok", 1.0, 0)]

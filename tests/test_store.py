@@ -1,6 +1,7 @@
 """The store: schema creation and version, locked-database and wrong-file messages, read-only."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -108,7 +109,8 @@ def test_version_1_is_upgraded_in_place(db_path):
     with pytest.raises(rl.SchemaVersionError, match="Open it once for writing to upgrade it in place"):
         rl.connect(db_path, read_only=True)
     c = rl.connect(db_path)
-    assert c.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone() == ("6",)
+    assert c.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone() == \
+        (str(store.SCHEMA_VERSION),)
     assert c.execute("SELECT count(*) FROM training_metrics").fetchone() == (0,)
     assert c.execute("SELECT count(*) FROM endpoint_events").fetchone() == (0,)
     assert c.execute("SELECT sample_id FROM rollouts").fetchall() == [(None,)]
@@ -119,11 +121,34 @@ def test_version_1_is_upgraded_in_place(db_path):
 def test_version_5_gains_the_grader_latency_of_endpoint_events(db_path):
     c = rl.connect(db_path)
     c.execute("ALTER TABLE endpoint_events DROP COLUMN grader_latency_s")
+    c.execute("DROP TABLE sample_sources")
     c.execute("UPDATE rolloutlab_meta SET value = '5' WHERE key = 'schema_version'")
     c.close()
     c = rl.connect(db_path)
-    assert c.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone() == ("6",)
+    assert c.execute("SELECT value FROM rolloutlab_meta WHERE key = 'schema_version'").fetchone() == \
+        (str(store.SCHEMA_VERSION),)
     assert c.execute("SELECT count(grader_latency_s) FROM endpoint_events").fetchone() == (0,)
+    c.close()
+
+
+def test_version_6_learns_which_sources_provide_each_sample(db_path, tmp_path):
+    # Two files name sample s1: in version 6 only the first "owned" its row. The upgrade links it to
+    # both (its own source, and every source with rollouts of it), so replacing one keeps it.
+    c = rl.connect(db_path)
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text(json.dumps({"run": "a", "sample_id": "s1", "score": 1, "prompt": "What is 2+2?"}) + "\n")
+    second.write_text(json.dumps({"run": "b", "sample_id": "s1", "score": 0}) + "\n")
+    rl.ingest(c, [first, second])
+    c.execute("DROP TABLE sample_sources")
+    c.execute("UPDATE rolloutlab_meta SET value = '6' WHERE key = 'schema_version'")
+    c.close()
+    c = rl.connect(db_path)
+    assert c.execute("SELECT sample_id, source_id FROM sample_sources ORDER BY source_id").fetchall() == \
+        [("s1", 1), ("s1", 2)]
+    first.write_text(json.dumps({"run": "a", "sample_id": "s2", "score": 1}) + "\n")
+    assert rl.ingest(c, first).action.tolist() == ["replaced"]
+    assert c.execute("SELECT sample_id, prompt, source_id FROM samples ORDER BY 1").fetchall() == \
+        [("s1", "What is 2+2?", 2), ("s2", None, 3)]
     c.close()
 
 

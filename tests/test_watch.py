@@ -82,3 +82,35 @@ def test_ctrl_c_stops_cleanly(tmp_path):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and out.strip().endswith("stopped") and "Traceback" not in err
+
+
+def test_a_poll_that_fails_is_logged_and_watching_goes_on(tmp_path, monkeypatch):
+    # A defect that rolls a whole poll back (here: assembling endpoint rollouts) is one line in the
+    # log; the next poll loads the file. Bad records of one file never even get this far.
+    from rolloutlab.ingest.formats import rft_endpoint
+
+    logs, db = tmp_path / "logs", tmp_path / "w.duckdb"
+    logs.mkdir()
+    write(logs / "events.jsonl", [{"event": "grade", "rollout_id": "r1", "run": "train", "sample_id": "q1", "score": 1}])
+    real_finish, failures = rft_endpoint.finish, []
+
+    def finish_once_broken(con, run):
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("boom")
+        return real_finish(con, run)
+
+    monkeypatch.setattr(rft_endpoint, "finish", finish_once_broken)
+    lines = []
+
+    def echo(line):
+        lines.append(line)
+        if len(lines) == 2:
+            raise KeyboardInterrupt  # stop after the second poll
+
+    assert watch.run(db, [logs], interval=0.0, echo=echo) == 0
+    assert "poll rolled back" in lines[0] and "RuntimeError: boom" in lines[0]
+    assert "+1 records from 1 file(s)" in lines[1]
+    con = rl.connect(db, read_only=True)
+    assert con.execute("SELECT rollout_id, score FROM rollouts").fetchall() == [("r1", 1.0)]
+    con.close()

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
+import textwrap
 import zipfile
 import zlib
 
@@ -58,3 +61,54 @@ def test_corrupt_zstd_member_is_an_error_not_garbage(tmp_path):
     path.write_bytes(bytes(raw))
     with Archive(path) as archive, pytest.raises(MemberError, match="zstd data is corrupt"):
         archive.read("samples/1_epoch_1.json")
+
+
+# ---- zip bombs (issue 23, point 13) ---------------------------------------------------------
+
+def bomb(path, size: int, method=zipfile.ZIP_DEFLATED):
+    """A zip whose one member decompresses to ``size`` bytes of 'a' (written as a stream)."""
+    with zipfile.ZipFile(path, "w", compression=method) as zf, zf.open("samples/1_epoch_1.json", "w") as member:
+        for _ in range(size // 2**20):
+            member.write(b"a" * 2**20)
+    return path
+
+
+def test_a_deflate_bomb_is_refused_before_it_fills_memory(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROLLOUTLAB_ZIP_RATIO_FROM_BYTES", str(2**20))
+    path = bomb(tmp_path / "bomb.zip", 64 * 2**20)  # 64 MiB of 'a' in about 64 KiB
+    with Archive(path) as zf:
+        info = zf.zip.getinfo("samples/1_epoch_1.json")
+        with pytest.raises(MemberError, match="refused as a likely zip bomb") as err:
+            zf.read("samples/1_epoch_1.json")
+    limit = 200 * info.compress_size  # the ratio limit: refused as soon as the member passes it
+    assert f"more than {limit / 2**20:,.0f} MiB" in str(err.value) and "ROLLOUTLAB_ZIP_MAX_RATIO" in str(err.value)
+
+
+def test_a_zstd_bomb_is_refused_too(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROLLOUTLAB_ZIP_MEMBER_MAX_BYTES", str(4 * 2**20))
+    data = b"a" * (8 * 2**20)
+    zstd_member_zip(tmp_path / "z.zip", "big.json", data, frames=2)
+    with Archive(tmp_path / "z.zip") as zf, pytest.raises(MemberError, match="more than 4 MiB"):
+        zf.read("big.json")
+
+
+def test_a_member_within_the_limits_reads_whole(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROLLOUTLAB_ZIP_MEMBER_MAX_BYTES", str(16 * 2**20))
+    path = bomb(tmp_path / "ok.zip", 8 * 2**20, method=zipfile.ZIP_STORED)  # stored: ratio 1
+    with Archive(path) as zf:
+        assert zf.read("samples/1_epoch_1.json") == b"a" * (8 * 2**20)
+
+
+def test_a_bomb_in_an_eval_is_one_reject_in_bounded_memory(tmp_path):
+    # In a process of its own, so that its peak memory is the ingest's alone: the 1 GiB member is
+    # refused at 200x its ~1 MB compressed size, long before 1 GiB is held.
+    path = bomb(tmp_path / "bomb.eval", 2**30)
+    script = textwrap.dedent(f"""
+        import resource, rolloutlab as rl
+        con = rl.connect({str(tmp_path / 'db.duckdb')!r})
+        result = rl.ingest(con, {str(path)!r}, format="inspect")
+        print(result.rejected.iloc[0], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    rejected, peak_mb = int(out[0]), int(out[1])
+    assert rejected == 1 and peak_mb < 600, out

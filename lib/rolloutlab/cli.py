@@ -100,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rollout-id-header", help="read the rollout id from this header (default: the body's 'id')")
     p.add_argument("--run", default=config.DEMO_SERVER_RUN, help="run label of the grade events")
     p.add_argument("--fail-rate", type=float, default=0.0, help="share of tool calls answered 503 (infra failures)")
+    p.add_argument("--token", help=f"require 'Authorization: Bearer TOKEN' on every route (default: "
+                                   f"${config.DEMO_SERVER_TOKEN_ENV_VAR}); required to bind beyond loopback")
 
     p = sub.add_parser("report", help="a self-contained HTML report: base vs candidate")
     _add_db(p)
@@ -278,7 +280,7 @@ def cmd_demo_server(args) -> int:
     print(f"demo tool server (synthetic FinQA) on http://{args.host}:{args.port}: POST /search /list /cat /grade; "
           f"logging to {args.log_dir} (Ctrl-C stops)", flush=True)
     log = serve(port=args.port, log_dir=args.log_dir, host=args.host, rollout_id_header=args.rollout_id_header,
-                run=args.run, fail_rate=args.fail_rate)
+                run=args.run, fail_rate=args.fail_rate, token=args.token)
     stats = log.stats()
     print(f"logged {stats['events']} events in {len(stats['files'])} file(s), {stats['failures']} failures to log"
           + (f" (last: {stats['last_error']})" if stats["failures"] else "")
@@ -486,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
+    except BrokenPipeError:  # `rolloutlab runs | head -1`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return EXIT_OK
     except IngestFailed as exc:
         print(f"rolloutlab {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILED

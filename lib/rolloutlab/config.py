@@ -82,6 +82,19 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 # under ~2 row groups (245,760 lines) parses on one core: 1 GiB keeps peak memory under 2.5 GB
 # (bench/sweep.py) and halves the time of 256 MiB chunks at 200k-1M rollouts.
 NATIVE_CHUNK_BYTES = 1024 * 1024 * 1024
+# Format detection reads the file's first record whole, up to this many bytes (a capture log's
+# first call may carry large arguments); beyond it, pass --format.
+SNIFF_MAX_BYTES = 16 * 1024 * 1024
+# Zip members (Inspect .eval) are decompressed as a stream and refused past either limit: a member
+# larger than this, or one that grows more than ZIP_MAX_RATIO times its compressed size once past
+# ZIP_RATIO_FROM_BYTES (small members may compress very well without harm). docs/security.md.
+ZIP_MEMBER_MAX_BYTES = 1024 * 1024 * 1024
+ZIP_MAX_RATIO = 200
+ZIP_RATIO_FROM_BYTES = 16 * 1024 * 1024
+# Values outside these are rejected with the field named: timestamps outside the window (a year
+# 294246 or a BC date is a broken clock, not a rollout), and non-finite numbers.
+TIMESTAMP_MIN = "1990-01-01"
+TIMESTAMP_MAX = "2100-01-01"
 # Formats mapped record by record (tau-bench, tau2, inspect) load this many records at a time.
 CONVERT_BATCH_RECORDS = 5000
 # Readers never block writers (store.SharedReader): a reading handle holds the database file only
@@ -111,9 +124,23 @@ CAPTURE_MAX_BYTES = 256 * 1024 * 1024
 # Response bodies up to this size are read for the output's size and the grader's score.
 CAPTURE_BODY_LIMIT = 1024 * 1024
 CAPTURE_ERROR_CHARS = 500  # an error response's body is kept up to this many characters
-# Argument fields (any depth, case-insensitive) whose values are replaced by "[redacted]".
+# Redaction (docs/security.md). A key (any depth, also inside JSON text, case-insensitive) is
+# redacted when one of its words (split at _ - . space and camelCase) is one of these, or when it
+# contains one of the substrings. Words, not substrings, for "key"/"auth"/"token": "keywords",
+# "author" and "max_tokens" are not secrets and stay readable.
+CAPTURE_REDACT_KEY_WORDS = ("token", "key", "auth", "pwd", "otp", "jwt", "oauth", "sessionid")
+CAPTURE_REDACT_KEY_SUBSTRINGS = ("secret", "password", "passwd", "passphrase", "credential", "cookie", "bearer",
+                                 "apikey", "authorization", "privatekey", "accesskey", "accesstoken",
+                                 "refreshtoken", "authtoken", "idtoken", "sessiontoken", "clientsecret")
+# Exact field names, kept for callers that passed their own list (redact_fields=...).
 CAPTURE_REDACT_FIELDS = ("password", "passwd", "secret", "token", "access_token", "api_key", "apikey",
                          "authorization", "credentials", "private_key")
+# Request bodies: at most this much of a request is held to read its rollout id and arguments
+# (the rest streams through to the endpoint untouched); logged arguments and final answers are cut
+# to this many characters with a marker (the sizes logged stay exact).
+CAPTURE_REQUEST_HOLD_BYTES = 1024 * 1024
+CAPTURE_ARGUMENTS_CHARS = 64 * 1024
+CAPTURE_ANSWER_CHARS = 64 * 1024
 # Headers that are never read as a rollout id (headers are otherwise never logged).
 CAPTURE_CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key",
                               "api-key", "x-auth-token")
@@ -121,6 +148,9 @@ CAPTURE_CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie", 
 DEMO_SERVER_HOST = "127.0.0.1"
 DEMO_SERVER_PORT = 8765
 DEMO_SERVER_RUN = "live"  # the run label its grade events carry
+DEMO_SERVER_TOKEN_ENV_VAR = "ROLLOUTLAB_DEMO_TOKEN"  # the bearer token, when --token is not given
+# Hosts that reach only this machine: binding anywhere else needs a token.
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 DEMO_SERVER_DIR = DATA_DIR / "demo-server"
 DEMO_TOOL_LATENCY_S = (0.002, 0.03)  # each demo tool call waits a uniform time in this range
 DEMO_DRIVE = {"rollouts": 48, "concurrency": 16}  # what `rolloutlab demo` sends to the demo server
@@ -152,6 +182,13 @@ def wait_s(kind: str) -> float:
     $ROLLOUTLAB_WRITER_WAIT_S, else the defaults above."""
     default = READER_WAIT_S if kind == "reader" else WRITER_WAIT_S
     return float(os.environ.get(f"ROLLOUTLAB_{kind.upper()}_WAIT_S", default))
+
+
+def limit(name: str) -> int:
+    """A size limit of this module (ZIP_MEMBER_MAX_BYTES, ...), or $ROLLOUTLAB_<NAME> when set:
+    the limits guard against hostile input, and a genuine log may need more (docs/security.md)."""
+    env = os.environ.get(f"ROLLOUTLAB_{name}")
+    return int(env) if env else int(globals()[name])
 
 
 def real_data_dir() -> Path:

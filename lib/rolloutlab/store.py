@@ -16,7 +16,7 @@ import duckdb
 
 from . import config
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 STATUSES = ("ok", "model_error", "infra_error", "truncated", "ungraded")
 
@@ -90,6 +90,12 @@ TRAINING_DDL = [
 ]
 SCHEMA_DDL.extend(TRAINING_DDL)
 
+# Which sources provide each sample row (version 7): a row shared by several files stays until
+# the last of them is replaced or removed.
+SAMPLE_SOURCES_DDL = """CREATE TABLE IF NOT EXISTS sample_sources (
+    sample_id VARCHAR NOT NULL, split VARCHAR, source_id INTEGER NOT NULL)"""
+SCHEMA_DDL.append(SAMPLE_SOURCES_DDL)
+
 # version -> statements that bring a database of that version to the next one
 MIGRATIONS = {
     1: [ENDPOINT_EVENTS_DDL],
@@ -101,6 +107,11 @@ MIGRATIONS = {
     3: TRAINING_DDL,
     4: APPEND_DDL,
     5: ["ALTER TABLE endpoint_events ADD COLUMN IF NOT EXISTS grader_latency_s DOUBLE"],  # 6: how long the grader took
+    # 7: the sources that provide each sample row: its own, and every source with rollouts of it
+    6: [SAMPLE_SOURCES_DDL,
+        """INSERT INTO sample_sources SELECT sample_id, split, source_id FROM samples WHERE source_id IS NOT NULL
+           UNION SELECT DISTINCT s.sample_id, s.split, r.source_id FROM samples s JOIN rollouts r USING (sample_id)
+           WHERE r.source_id IS NOT NULL"""],
 }
 
 # Tables whose rows belong to one rollout, deleted with it.
@@ -371,6 +382,21 @@ class SharedReader:
             finally:
                 self._release_later()
 
+    @contextmanager
+    def snapshot(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Hold the file for the whole block and yield a plain connection inside one read
+        transaction: every query of the block sees the same committed state (an export, a
+        backup). Writers wait until the block ends, so keep it to what must be consistent."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            con = self._open()
+            try:
+                with read_transaction(con):
+                    yield con
+            finally:
+                self._release_later()
+
     def close(self) -> None:
         with self._lock:
             if self._timer is not None:
@@ -430,17 +456,64 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) 
         con.execute("INSERT INTO rolloutlab_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
 
 
+# Connections (by id) inside a ``transaction`` block: DuckDB cannot say, and a failed BEGIN
+# would abort the transaction already open.
+_IN_TRANSACTION: set[int] = set()
+
+
 @contextmanager
 def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
     """All or nothing: commit when the block finishes, roll back on any exception."""
     con.execute("BEGIN TRANSACTION")
+    _IN_TRANSACTION.add(id(con))
     try:
         yield con
     except BaseException:
+        _IN_TRANSACTION.discard(id(con))
         con.execute("ROLLBACK")
         raise
+    _IN_TRANSACTION.discard(id(con))
     con.execute("COMMIT")
 
+
+
+@contextmanager
+def read_transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One consistent view for a block of reads: a transaction of its own when ``con`` has none
+    open, else the caller's (DuckDB has no nested transactions)."""
+    if id(con) in _IN_TRANSACTION:  # already inside the caller's transaction
+        yield con
+        return
+    con.execute("BEGIN TRANSACTION")
+    _IN_TRANSACTION.add(id(con))
+    try:
+        yield con
+    finally:
+        _IN_TRANSACTION.discard(id(con))
+        con.execute("ROLLBACK")  # nothing was written: ending it is all
+
+
+@contextmanager
+def snapshot(con) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A plain connection whose reads all see one committed state, from a ``SharedReader`` or a
+    DuckDB connection."""
+    if isinstance(con, SharedReader):
+        with con.snapshot() as held:
+            yield held
+    else:
+        with read_transaction(con) as held:
+            yield held
+
+
+GLOB_CHARACTERS = "*?["
+
+
+def glob_literal(path: str | os.PathLike) -> str:
+    """``path`` as DuckDB's file readers take it literally: they expand * ? [ ] (and ** in
+    folders) in every name they are given, so a file called ``a[1].jsonl`` would read ``a1.jsonl``.
+    Each of those characters becomes a one-character class ([[], [*], [?]), which matches only
+    itself. Every path handed to a DuckDB reader goes through here."""
+    return "".join(f"[{c}]" if c in GLOB_CHARACTERS else c for c in str(path))
 
 
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")

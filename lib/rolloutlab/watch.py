@@ -20,7 +20,7 @@ from typing import Iterable
 import pandas as pd
 
 from . import store
-from .ingest import expand_paths, ingest
+from .ingest import IngestFailed, expand_paths, ingest
 
 LINE_SUFFIXES = {".jsonl", ".ndjson", ".log"}  # written line by line: loaded as they grow
 
@@ -118,7 +118,12 @@ def run(db, paths: list, interval: float, echo, once: bool = False, **options) -
     try:
         while True:
             started = time.monotonic()
-            echo(poll(db, paths, state, settle=not once, **options).line())
+            try:
+                echo(poll(db, paths, state, settle=not once, **options).line())
+            except IngestFailed as exc:  # a defect rolled this poll back: say so, try again next poll
+                echo(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S UTC}  poll rolled back: {exc}")
+                if once:
+                    return 1
             if once:
                 return 0
             time.sleep(max(0.0, interval - (time.monotonic() - started)))

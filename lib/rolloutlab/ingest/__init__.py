@@ -6,6 +6,7 @@ sources and keeps re-ingest idempotent.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -51,17 +52,28 @@ def expand_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
 
 def _head(path: Path) -> tuple[str, object]:
-    """The first bytes of a file as text, and its first line parsed as JSON (None if it is not)."""
+    """The first bytes of a file as text, and its first record parsed as JSON (None if it is not).
+    A first line longer than the head (a capture log whose first call had large arguments) is
+    read whole, up to ``config.SNIFF_MAX_BYTES``."""
     with open(path, "rb") as fh:
         head = fh.read(HEAD_BYTES)
+        start = len(head) - len(head.lstrip())
+        line = b""
+        if head[start:start + 1] in (b"{", b"["):  # a JSON line: read to its end
+            end = head.find(b"\n", start)
+            line = head[start:] if end < 0 else head[start:end]
+            while end < 0 and len(line) < config.SNIFF_MAX_BYTES:
+                more = fh.read(HEAD_BYTES)
+                if not more:
+                    break
+                end = more.find(b"\n")
+                line += more if end < 0 else more[:end]
     first = None
-    for raw in head.splitlines():
-        if raw.strip():
-            try:
-                first = json.loads(raw)
-            except ValueError:
-                first = None
-            break
+    if line:
+        try:
+            first = json.loads(line)
+        except (ValueError, RecursionError):  # not JSON, cut off, or nested too deeply to read
+            first = None
     return head.decode("utf-8", errors="replace"), first
 
 
@@ -75,12 +87,28 @@ def detect_format(path: Path) -> str | None:
     return None
 
 
+def release_samples_sql() -> list[str]:
+    """A source lets go of the samples it provided: a sample row goes only when no other source
+    still provides it (else it is kept, credited to one of those)."""
+    same = "l.sample_id = samples.sample_id AND l.split IS NOT DISTINCT FROM samples.split"
+    return [
+        "CREATE OR REPLACE TEMP TABLE _rl_released AS SELECT DISTINCT sample_id, split FROM sample_sources "
+        "WHERE source_id = $sid",
+        "DELETE FROM sample_sources WHERE source_id = $sid",
+        f"""DELETE FROM samples WHERE (source_id = $sid OR EXISTS (SELECT 1 FROM _rl_released l WHERE {same}))
+            AND NOT EXISTS (SELECT 1 FROM sample_sources l WHERE {same})""",
+        f"UPDATE samples SET source_id = (SELECT min(l.source_id) FROM sample_sources l WHERE {same}) "
+        "WHERE source_id = $sid",
+        "DROP TABLE _rl_released",
+    ]
+
+
 def _delete_source_sql() -> list[str]:
     children = [f"DELETE FROM {t} WHERE rollout_id IN (SELECT rollout_id FROM rollouts WHERE source_id = $sid)"
                 for t in store.ROLLOUT_CHILD_TABLES]
     return children + [
         "DELETE FROM rollouts WHERE source_id = $sid",
-        "DELETE FROM samples WHERE source_id = $sid",
+        *release_samples_sql(),
         "DELETE FROM rejects WHERE source_id = $sid",
         "DELETE FROM endpoint_events WHERE source_id = $sid",
         "DELETE FROM training_metrics WHERE source_id = $sid",
@@ -97,7 +125,8 @@ def ingest(con: duckdb.DuckDBPyConnection, paths: Iterable[str | os.PathLike] | 
     ``action`` per file: ``loaded``, ``appended`` (the file grew since it was loaded, its earlier
     bytes unchanged: only its new lines were read — line formats), ``replaced`` (the path was
     loaded before with other content), ``unchanged`` (same content already loaded: nothing added)
-    or ``failed`` (format not known). ``follow=True`` (``rolloutlab watch``) holds back a last line
+    or ``failed`` (format not known, or the file broke its loader: the call is then redone without
+    it, and the reason says so). ``follow=True`` (``rolloutlab watch``) holds back a last line
     without its newline, as a file still being written has; otherwise such a line is read, and
     rejected when it is cut-off JSON. The counts of an appended file are those of its new lines.
     An exception leaves the database as it was.
@@ -112,8 +141,34 @@ def ingest(con: duckdb.DuckDBPyConnection, paths: Iterable[str | os.PathLike] | 
     paths = [Path(p) for p in paths]
     lakes = [p for p in paths if p.is_dir() and lake.is_lake(p)]  # a lake loads whole, not file by file
     files = expand_paths([p for p in paths if p not in lakes])
-    rows = []
     disable = config.progress_disabled() if progress is None else not progress
+    broken: dict[Path, str] = {}
+    while True:  # a file that breaks the loader is left out and the call redone without it
+        try:
+            rows = _ingest_all(con, lakes, [f for f in files if f not in broken], format, run, split, step,
+                               follow, disable)
+            break
+        except _FileBroke as exc:
+            broken[exc.path] = exc.reason
+    file_rows = iter(rows[len(rows) - (len(files) - sum(f in broken for f in files)):])
+    ordered = rows[:len(rows) - (len(files) - sum(f in broken for f in files))]  # a lake's sources first
+    for path in files:
+        ordered.append(next(file_rows) if path not in broken else {
+            "path": str(path), "format": format, "action": "failed", "source_id": None, "records": 0, "loaded": 0,
+            "rejected": 0, "reasons": [broken[path]]})
+    return pd.DataFrame(ordered, columns=RESULT_COLUMNS)
+
+
+class _FileBroke(Exception):
+    """One file broke its loader: the call is rolled back and redone without it."""
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(reason)
+        self.path, self.reason = path, reason
+
+
+def _ingest_all(con, lakes: list[Path], files: list[Path], format, run, split, step, follow, disable) -> list[dict]:
+    rows = []
     with store.transaction(con):
         for folder in lakes:
             try:
@@ -126,21 +181,31 @@ def ingest(con: duckdb.DuckDBPyConnection, paths: Iterable[str | os.PathLike] | 
             except (IngestError, store.StoreError):
                 raise
             except OSError as exc:
-                raise IngestFailed(f"{path}: {exc}. Nothing was written: the whole ingest was rolled back. "
-                                   "Check the file, its permissions and free disk space, then ingest again.") from exc
-            except Exception as exc:  # bad input must never surface as a traceback
-                raise IngestFailed(
-                    f"{path}: could not be loaded ({type(exc).__name__}: {str(exc)[:300]}). Nothing was "
-                    "written: the whole ingest was rolled back. Ingest the other files without this one, "
-                    "and report this error with the file (it is a defect: bad records should land in "
-                    "rejects).") from exc
+                if exc.errno == errno.ENOSPC:
+                    raise IngestFailed(f"{path}: {exc}. Nothing was written: the whole ingest was rolled back. "
+                                       "Free disk space (DuckDB spills beside the database), then ingest again.") from exc
+                raise _FileBroke(path, f"{path}: could not be read ({exc}); nothing of it was loaded. Check the file "
+                                       "and its permissions, then ingest it again.") from exc
+            except Exception as exc:  # bad input must never surface as a traceback, nor stop the other files
+                raise _FileBroke(path, (
+                    f"{path}: could not be loaded ({type(exc).__name__}: {str(exc)[:300]}); nothing of it was "
+                    "loaded, the other files were. This is a defect of rolloutlab (bad records should land in "
+                    "rejects): please report it with the file.")) from exc
         # formats that assemble rollouts from several files do it once, after all of them
         for name in dict.fromkeys(r["format"] for r in rows if r["action"] in ("loaded", "replaced", "appended")):
             finish = getattr(FORMATS[name], "finish", None)
             if finish is not None:
-                finish(con, run)
+                try:
+                    finish(con, run)
+                except (IngestError, store.StoreError):
+                    raise
+                except Exception as exc:
+                    raise IngestFailed(
+                        f"assembling the {name} records could not finish ({type(exc).__name__}: {str(exc)[:300]}). "
+                        "Nothing was written: the whole ingest was rolled back. This is a defect of rolloutlab: "
+                        "please report it with the files.") from exc
         con.execute("DELETE FROM runs WHERE run_id NOT IN (SELECT DISTINCT run_id FROM rollouts)")
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    return rows
 
 
 def _id_prefix(path: Path) -> str:
@@ -174,9 +239,15 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
     same = con.execute("SELECT source_id, path, format, n_records, n_rejected FROM sources WHERE sha256 = ?",
                        [scan.sha256]).fetchone()
     if same:
+        reasons = [] if same[1] == resolved else [f"same content as {same[1]}, already loaded"]
+        labels = [r[0] for r in con.execute("SELECT DISTINCT run_id FROM rollouts WHERE source_id = ? ORDER BY 1",
+                                            [same[0]]).fetchall()]
+        if run is not None and labels and labels != [run]:
+            reasons.append(f"{path}: already loaded as run {', '.join(map(repr, labels))}: --run {run!r} was not "
+                           "applied (an unchanged file adds nothing). To load it under another label, ingest it "
+                           "into another database (--db), or a copy of it under another name.")
         row.update(action="unchanged", source_id=same[0], format=same[2], records=same[3],
-                   loaded=same[3] - same[4], rejected=same[4],
-                   reasons=[] if same[1] == resolved else [f"same content as {same[1]}, already loaded"])
+                   loaded=same[3] - same[4], rejected=same[4], reasons=reasons)
         return row
     fmt = format if format != "auto" else (previous["format"] if previous else detect_format(path))
     if fmt is None:
@@ -209,7 +280,7 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
     else:
         if previous:
             for sql in _delete_source_sql():
-                con.execute(sql, {"sid": previous["source_id"]})
+                store.run_sql(con, sql, {"sid": previous["source_id"]})
         source_id = con.execute("SELECT nextval('source_id_seq')").fetchone()[0]
         con.execute("INSERT INTO sources (source_id, path, format, sha256, bytes, ingested_at) "
                     "VALUES (?, ?, ?, ?, ?, now()::TIMESTAMP)", [source_id, resolved, fmt, scan.sha256, scan.size])

@@ -124,7 +124,7 @@ def load_items(ctx: LoadContext, items: Iterable[Item], notes: list[str] | None 
     """Load converted records through the native loader, ``batch`` records at a time (memory
     stays bounded by a batch, not the file), all inside the caller's transaction."""
     batch = batch or config.CONVERT_BATCH_RECORDS
-    notes = list(notes or [])
+    notes = [] if notes is None else notes  # the caller's list: items may add notes as they are read
     con = ctx.con
     n_records = n_rejected = 0
     ordinal = ctx.line_offset

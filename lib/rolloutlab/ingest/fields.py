@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import config
+
 KIND_TEXT = {
     "string": "a string",
     "text": "any JSON value",
@@ -26,6 +28,7 @@ NUMBER_START = "('-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9')"
 
 
 TIMESTAMP = "try_cast({text} AS TIMESTAMPTZ)::TIMESTAMP"
+INT_BITS = {32: (-2**31, 2**31 - 1), 64: (-2**63, 2**63 - 1)}
 
 
 def unquote_sql(ref: str) -> str:
@@ -45,40 +48,82 @@ def json_kind_sql(ref: str) -> str:
             f"WHEN '{{' THEN 'object' WHEN '[' THEN 'array' WHEN 'n' THEN 'null' ELSE 'number' END")
 
 
+def timestamp_window_sql(ts: str) -> str:
+    """True when a typed timestamp lies in the sane window (config.TIMESTAMP_MIN/MAX): a year
+    294246, a BC date or 'infinity' is a broken clock, and would break every latency after it."""
+    return f"({ts} >= TIMESTAMP {lit(config.TIMESTAMP_MIN)} AND {ts} < TIMESTAMP {lit(config.TIMESTAMP_MAX)})"
+
+
 @dataclass(frozen=True)
 class Field:
     name: str
     kind: str  # one of KIND_TEXT
     required: bool = False
     choices: tuple[str, ...] = ()
+    bits: int = 64  # integers: the width of the column they land in (INTEGER is 32)
+    minimum: float | None = None  # numbers: the least value that makes sense (0 for durations, sizes)
 
-    def bad_type_sql(self, ref: str) -> str:
-        """True when the JSON leaf at ``ref`` is present and of the wrong kind."""
+    def bounds(self) -> tuple[int, int]:
+        lo, hi = INT_BITS[self.bits]
+        return (lo if self.minimum is None else max(lo, int(self.minimum))), hi
+
+    def want(self) -> str:
+        """What the value must be, in words."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.kind == "integer":
+            lo, hi = self.bounds()
+            return f"an integer from {lo} to {hi}"
+        if self.kind == "number":
+            return "a finite number" + ("" if self.minimum is None else f" >= {self.minimum:g}")
+        if self.kind == "timestamp":
+            return f"an ISO-8601 timestamp string from {config.TIMESTAMP_MIN} to {config.TIMESTAMP_MAX}"
+        return KIND_TEXT[self.kind]
+
+    def _conditions(self, ref: str) -> tuple[str, str]:
+        """(the leaf is of the wrong kind, the leaf is of the right kind but out of range), as SQL."""
         first = f"left({ref}, 1)"
-        cond = {
+        lo, hi = self.bounds()
+        number = f"try_cast({ref} AS DOUBLE)"
+        timestamp = TIMESTAMP.format(text=unquote_sql(ref))
+        kind = {
             "string": f"{first} <> '\"' AND {first} NOT IN {NUMBER_START}",
             "text": "false",
             "json": "false",
             "number": f"{first} NOT IN {NUMBER_START}",
             "integer": f"({first} NOT IN {NUMBER_START} OR contains({ref}, '.') OR contains({ref}, 'e') "
-                       f"OR contains({ref}, 'E') OR try_cast({ref} AS BIGINT) IS NULL)",  # too large
-            "timestamp": f"({first} <> '\"' OR {TIMESTAMP.format(text=unquote_sql(ref))} IS NULL)",
+                       f"OR contains({ref}, 'E'))",
+            "timestamp": f"({first} <> '\"' OR {timestamp} IS NULL)",
             "object": f"{first} <> '{{'",
             "array": f"{first} <> '['",
             "boolean": f"{ref} NOT IN ('true', 'false')",
         }[self.kind]
+        below = "" if self.minimum is None else f" OR {number} < {float(self.minimum)!r}"
+        out_of_range = {
+            # 1e400 parses as inf: never a score or a latency
+            "number": f"(NOT coalesce(isfinite({number}), false){below})",
+            # the column's width: a larger value would abort the whole load
+            "integer": f"(try_cast({ref} AS HUGEINT) IS NULL OR try_cast({ref} AS HUGEINT) NOT BETWEEN {lo} AND {hi})",
+            "timestamp": f"NOT {timestamp_window_sql(timestamp)}",
+        }.get(self.kind, "false")
         if self.choices:
             allowed = ", ".join(lit(c) for c in self.choices)
-            cond = f"({cond} OR ({ref}->>'$') NOT IN ({allowed}))"
-        return f"({ref} IS NOT NULL AND {cond})"
+            kind = f"({kind} OR ({ref}->>'$') NOT IN ({allowed}))"
+        return kind, out_of_range
+
+    def bad_type_sql(self, ref: str) -> str:
+        """True when the JSON leaf at ``ref`` is present and of the wrong kind or out of range."""
+        kind, out_of_range = self._conditions(ref)
+        return f"({ref} IS NOT NULL AND ({kind} OR {out_of_range}))"
 
     def reason_sql(self, ref: str, where: str) -> str:
         """Why the value is bad; ``where`` is an SQL expression naming the field's location."""
-        want = KIND_TEXT[self.kind]
-        if self.choices:
-            want = "one of " + ", ".join(self.choices)
-        must = lit("' must be " + want + ", got ")
-        return f"'field ''' || {where} || {must} || {json_kind_sql(ref)} || ' ' || left({ref}, 60)"
+        kind, _ = self._conditions(ref)
+        wrong_kind = lit("' must be " + ("one of " + ", ".join(self.choices) if self.choices
+                                         else KIND_TEXT[self.kind]) + ", got ")
+        out_of_range = lit("' must be " + self.want() + ", got ")
+        return (f"'field ''' || {where} || CASE WHEN {kind} THEN {wrong_kind} ELSE {out_of_range} END "
+                f"|| {json_kind_sql(ref)} || ' ' || left({ref}, 60)")
 
     def value_sql(self, ref: str) -> str:
         """The typed value of the JSON leaf at ``ref`` (assumes it passed ``bad_type_sql``)."""

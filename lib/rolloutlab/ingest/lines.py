@@ -16,6 +16,7 @@ from typing import Iterator
 import duckdb
 
 from .. import config
+from ..store import glob_literal
 
 LINES_TABLE = "_rl_lines"  # (line_no, line): non-blank, decodable lines
 STAGED_REJECTS = "_rl_rejects"  # (line_no, raw, reason): what a loader could not load
@@ -93,7 +94,7 @@ def stage_lines(con: duckdb.DuckDBPyConnection, path: Path, offset: int = 0) -> 
         con.execute("CREATE TEMP TABLE _rl_raw (line VARCHAR)")
         con.execute(number_lines_sql(False, offset))
         return Staged(0, None)
-    con.execute(read_lines_sql(), {"path": str(path)})
+    con.execute(read_lines_sql(), {"path": glob_literal(path)})  # a name with [ ] * ? is not a pattern
     n_bad = con.execute("SELECT count(*) FROM _rl_csv_rejects").fetchall()[0][0]
     con.execute(number_lines_sql(n_bad > 0, offset))
     con.execute(encoding_rejects_sql(offset))

@@ -117,47 +117,47 @@ def sample_item(sample: object, label: str, model: str | None, task: str, loc: s
     return guarded(loc, sample, lambda: Item(loc, record=sample_record(sample, label, model, task)))
 
 
-def _eval_items(ctx: LoadContext, notes: list):
-    with Archive(ctx.path) as zf:
-        names = zf.names()
-        header = {}
-        if "header.json" in names:
-            try:
-                header = json.loads(zf.read("header.json"))
-            except UNREADABLE as exc:
-                notes.append(f"{ctx.path}: header.json unreadable ({exc}); run label from the file name")
-        elif "_journal/start.json" in names:
-            try:
-                header = json.loads(zf.read("_journal/start.json"))
-            except UNREADABLE:
-                header = {}
-        header = header if isinstance(header, dict) else {}
-        ev = header.get("eval") if isinstance(header.get("eval"), dict) else {}
-        label, model, task = _label(ctx, ev, notes)
-        present = {}
-        for name in names:
-            m = SAMPLE_NAME.match(name)
-            if m:
-                present[(m["id"], int(m["epoch"]))] = name
-        expected = set()
-        if "summaries.json" in names:
-            try:
-                expected = {(str(s.get("id")), int(s.get("epoch") or 1))
-                            for s in json.loads(zf.read("summaries.json")) if isinstance(s, dict)}
-            except (*UNREADABLE, TypeError):
-                expected = set()
-        for key in sorted(present, key=lambda k: (k[1], _natural(k[0]))):
-            name = present[key]
-            loc = f"sample {key[0]} epoch {key[1]}"
-            try:
-                sample = json.loads(zf.read(name))
-            except UNREADABLE as exc:
-                yield Item(loc, reason=f"{name} in the zip is unreadable ({type(exc).__name__}: {exc})", raw=name)
-                continue
-            yield sample_item(sample, label, model, task, loc)
-        for key in sorted(expected - set(present), key=lambda k: (k[1], _natural(k[0]))):
-            yield Item(f"sample {key[0]} epoch {key[1]}", raw="",
-                       reason="listed in summaries.json but missing from the zip")
+def _eval_items(ctx: LoadContext, zf: Archive, notes: list):
+    """The samples of an open ``.eval``, one at a time: a batch of them is held, never the log."""
+    names = zf.names()
+    header = {}
+    if "header.json" in names:
+        try:
+            header = json.loads(zf.read("header.json"))
+        except UNREADABLE as exc:
+            notes.append(f"{ctx.path}: header.json unreadable ({exc}); run label from the file name")
+    elif "_journal/start.json" in names:
+        try:
+            header = json.loads(zf.read("_journal/start.json"))
+        except UNREADABLE:
+            header = {}
+    header = header if isinstance(header, dict) else {}
+    ev = header.get("eval") if isinstance(header.get("eval"), dict) else {}
+    label, model, task = _label(ctx, ev, notes)
+    present = {}
+    for name in names:
+        m = SAMPLE_NAME.match(name)
+        if m:
+            present[(m["id"], int(m["epoch"]))] = name
+    expected = set()
+    if "summaries.json" in names:
+        try:
+            expected = {(str(s.get("id")), int(s.get("epoch") or 1))
+                        for s in json.loads(zf.read("summaries.json")) if isinstance(s, dict)}
+        except (*UNREADABLE, TypeError):
+            expected = set()
+    for key in sorted(present, key=lambda k: (k[1], _natural(k[0]))):
+        name = present[key]
+        loc = f"sample {key[0]} epoch {key[1]}"
+        try:
+            sample = json.loads(zf.read(name))
+        except UNREADABLE as exc:
+            yield Item(loc, reason=f"{name} in the zip is unreadable ({type(exc).__name__}: {exc})", raw=name)
+            continue
+        yield sample_item(sample, label, model, task, loc)
+    for key in sorted(expected - set(present), key=lambda k: (k[1], _natural(k[0]))):
+        yield Item(f"sample {key[0]} epoch {key[1]}", raw="",
+                   reason="listed in summaries.json but missing from the zip")
 
 
 def _natural(text: str):
@@ -178,21 +178,23 @@ def load(ctx: LoadContext) -> LoadResult:
     notes: list[str] = []
     if ctx.path.suffix == ".eval":
         try:
-            found = list(_eval_items(ctx, notes))
-        except zipfile.BadZipFile as exc:
-            found = [Item("file", reason=f"not a readable zip ({exc}): re-export the log", raw="")]
-        return load_items(ctx, found, notes)
+            archive = Archive(ctx.path)
+        except (zipfile.BadZipFile, OSError) as exc:
+            return load_items(ctx, [Item("file", reason=f"not a readable zip ({exc}): re-export the log", raw="")], notes)
+        with archive:
+            return load_items(ctx, _eval_items(ctx, archive, notes), notes)
     data, damage = loads_lenient(loads_file(ctx.path), depth=2)
     data = data if isinstance(data, dict) else {}
     ev = data.get("eval") if isinstance(data.get("eval"), dict) else {}
     label, model, task = _label(ctx, ev, notes)
     samples = data.get("samples") if isinstance(data.get("samples"), list) else []
-    found = [sample_item(s, label, model, task,
-                         f"sample {s.get('id')!s:.40} epoch {s.get('epoch')!s:.20}" if isinstance(s, dict)
-                         else f"sample {i}")
-             for i, s in enumerate(samples)]
-    if damage:
-        found.append(Item(f"sample {len(samples)}", reason=damage.describe(), raw=""))
-    elif not samples:
+    if not samples and not damage:
         notes.append(f"{ctx.path}: no samples in the log (status {data.get('status')!r}): nothing to load")
-    return load_items(ctx, found, notes)
+
+    def found():  # converted a batch at a time, as they load
+        for i, s in enumerate(samples):
+            yield sample_item(s, label, model, task, f"sample {s.get('id')!s:.40} epoch {s.get('epoch')!s:.20}"
+                              if isinstance(s, dict) else f"sample {i}")
+        if damage:
+            yield Item(f"sample {len(samples)}", reason=damage.describe(), raw="")
+    return load_items(ctx, found(), notes)

@@ -26,39 +26,39 @@ ROLLOUT_FIELDS = [
     Field("run", "string"),
     Field("model", "string"),
     Field("checkpoint", "string"),
-    Field("step", "integer"),
+    Field("step", "integer", bits=32),
     Field("split", "string"),
     Field("sample_id", "string"),
-    Field("attempt", "integer"),
+    Field("attempt", "integer", bits=32, minimum=0),
     Field("started_at", "timestamp"),
     Field("ended_at", "timestamp"),
-    Field("latency_s", "number"),
+    Field("latency_s", "number", minimum=0),
     Field("status", "string", choices=store.STATUSES),
     Field("stop_reason", "string"),
     Field("final_answer", "text"),
     Field("score", "number"),
-    Field("cost_usd", "number"),
+    Field("cost_usd", "number", minimum=0),
     Field("error", "text"),
     Field("prompt", "text"),
     Field("reference", "text"),
     Field("meta", "object"),
 ]
 USAGE_FIELDS = [
-    Field("input_tokens", "integer"),
-    Field("output_tokens", "integer"),
-    Field("reasoning_tokens", "integer"),
+    Field("input_tokens", "integer", minimum=0),
+    Field("output_tokens", "integer", minimum=0),
+    Field("reasoning_tokens", "integer", minimum=0),
 ]
 TOOL_CALL_FIELDS = [
     Field("call_id", "string"),
-    Field("turn", "integer"),
+    Field("turn", "integer", bits=32, minimum=0),
     Field("tool", "string", required=True),
     Field("arguments", "json"),
     Field("started_at", "timestamp"),
     Field("ended_at", "timestamp"),
-    Field("latency_s", "number"),
+    Field("latency_s", "number", minimum=0),
     Field("status", "string"),
     Field("error", "text"),
-    Field("output_chars", "integer"),
+    Field("output_chars", "integer", minimum=0),
 ]
 # A grade whose score is null is a grader that failed (timeout, server error): it loads, with
 # its error, and makes a rollout without a status an infra_error.
@@ -69,12 +69,12 @@ GRADE_FIELDS = [
     Field("passed", "boolean"),
     Field("details", "json"),
     Field("error", "text"),
-    Field("latency_s", "number"),
+    Field("latency_s", "number", minimum=0),
 ]
 MESSAGE_FIELDS = [
     Field("role", "string"),
     Field("content", "text"),
-    Field("turn", "integer"),
+    Field("turn", "integer", bits=32, minimum=0),
     Field("ts", "timestamp"),
 ]
 # name -> (JSON kind it must be, fields of its items); parsed as typed lists / a struct.
@@ -89,6 +89,28 @@ def sniff(path, head: str, first_record: object) -> bool:
     """A native record names its sample and carries a run, a score or tool calls at top level."""
     return (isinstance(first_record, dict) and "sample_id" in first_record and "trace" not in first_record
             and any(k in first_record for k in ("run", "score", "tool_calls", "rollout_id")))
+
+
+# Fields a chat transcript ({messages, score}) has too; any other native field means the record
+# is native, and reading it as a chat would drop that field.
+CHAT_SHARED = {"messages", "score", "sample_id", "run", "attempt", "rollout_id", "status"}
+NATIVE_MESSAGE_KEYS = {f.name for f in MESSAGE_FIELDS} - {"role", "content"}
+CHAT_MESSAGE_KEYS = {"tool_calls", "tool_call_id", "name", "function_call"}
+
+
+def prefers(record: object) -> bool:
+    """True when another format would claim ``record`` but only native keeps all of it: it names
+    its sample and run and carries native fields (grades, usage, latency, ...), or native message
+    fields (turn, ts), or messages that carry no tool calls (then native keeps them as they are)."""
+    if not sniff(None, "", record) or "run" not in record:
+        return False
+    fields = {f.name for f in ROLLOUT_FIELDS} | set(ARRAYS) | set(OBJECTS)
+    if (set(record) & fields) - CHAT_SHARED:
+        return True
+    messages = record.get("messages")
+    keys = set().union(*(m for m in messages if isinstance(m, dict))) if isinstance(messages, list) else set()
+    return bool(keys & NATIVE_MESSAGE_KEYS) or not keys & CHAT_MESSAGE_KEYS and \
+        not any(isinstance(m, dict) and m.get("role") == "tool" for m in messages or ())
 
 
 def top_structure() -> str:
@@ -120,6 +142,9 @@ def items_sql(name: str, typed: dict[str, str]) -> str:
     structure = lit("{" + f'"{name}": [{struct_type(fields)}]' + "}")
     where = f"'{name}[' || (idx - 1) || '].'"
     checks = required_checks(fields, "it", where) + type_checks(fields, "it", where)
+    if "started_at" in typed and "ended_at" in typed:  # a negative duration is a broken clock
+        checks.append((f"{typed['ended_at']} < {typed['started_at']}",
+                       f"'field ''' || {where} || 'ended_at'' precedes its ''started_at'': the clock is wrong'"))
     values = ", ".join(f"{expr} AS \"{col}\"" for col, expr in typed.items())
     return f"""
     CREATE OR REPLACE TEMP TABLE _rl_{name} AS
@@ -155,6 +180,9 @@ def rows_sql(has_run_override: bool, staged: Staged) -> str:
     if not has_run_override:
         checks.append(("r.run IS NULL", "'missing required field ''run'' (or pass --run LABEL)'"))
     checks.append(("r.sample_id IS NULL", "'missing required field ''sample_id'''"))
+    typed = _typed(ROLLOUT_FIELDS, "r")
+    checks.append((f"{typed['ended_at']} < {typed['started_at']}",
+                   "'field ''ended_at'' precedes ''started_at'': the rollout''s clock is wrong'"))
     scoreless = ", ".join(lit(s) for s in SCORELESS_STATUSES)
     checks.append((
         f"r.score IS NULL AND r.grades IS NULL AND coalesce(r.status->>'$', 'ok') NOT IN ({scoreless})",
@@ -217,11 +245,19 @@ def rejected_lines_sql() -> str:
                  THEN 'duplicate rollout_id ''' || rollout_id || ''' (first on line ' || first_line || ')'
                  WHEN o.rollout_id IS NOT NULL
                  THEN 'duplicate rollout_id ''' || rollout_id || ''': already loaded from ' || s.path
-                      || ' line ' || o.source_line END AS reason
+                      || ' line ' || o.source_line
+                 WHEN ev.rollout_id IS NOT NULL  -- endpoint events of that id, whatever became of them
+                 THEN 'duplicate rollout_id ''' || rollout_id || ''': already logged as endpoint events in '
+                      || es.path || ' line ' || ev.first_event END AS reason
         FROM (SELECT line_no, rollout_id, min(line_no) OVER (PARTITION BY rollout_id) AS first_line
               FROM _rl_rows WHERE line_no NOT IN (SELECT line_no FROM own WHERE reason IS NOT NULL)) d
         LEFT JOIN rollouts o USING (rollout_id)
-        LEFT JOIN sources s ON s.source_id = o.source_id)
+        LEFT JOIN sources s ON s.source_id = o.source_id
+        LEFT JOIN (SELECT rollout_id, min(source_id) AS source_id,
+                          arg_min(line_no, (source_id, line_no)) AS first_event
+                   FROM endpoint_events WHERE rollout_id IN (SELECT rollout_id FROM _rl_rows)
+                   GROUP BY rollout_id) ev USING (rollout_id)
+        LEFT JOIN sources es ON es.source_id = ev.source_id)
     WHERE reason IS NOT NULL
     """
 
@@ -270,6 +306,11 @@ def insert_sql() -> list[str]:
         FROM _rl_ok o WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.sample_id = o.sample_id
                                         AND s.split IS NOT DISTINCT FROM o.split)
         GROUP BY sample_id, split""",
+        # every file that names a sample provides it, not only the first (store.SAMPLE_SOURCES_DDL)
+        """INSERT INTO sample_sources
+        SELECT DISTINCT sample_id, split, $source_id FROM _rl_ok o
+        WHERE NOT EXISTS (SELECT 1 FROM sample_sources l WHERE l.sample_id = o.sample_id
+                          AND l.split IS NOT DISTINCT FROM o.split AND l.source_id = $source_id)""",
     ]
 
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 from ..chat import convert_messages
 from ..context import LoadContext, LoadResult
 from ..convert import field, jsonl_items, load_items, prompt_sample_id
+from . import native
 
 FORMAT = "openai-chat"
 
 
 def sniff(path, head: str, first_record) -> bool:
+    """Messages and a score; a record that only native reads whole (native.prefers) is left to it."""
     return isinstance(first_record, dict) and isinstance(first_record.get("messages"), list) and \
-        ("score" in first_record or "reward" in first_record) and "tool_calls" not in first_record
+        ("score" in first_record or "reward" in first_record) and "tool_calls" not in first_record \
+        and not native.prefers(first_record)
 
 
 def record(rec: dict, label: str) -> tuple[dict | None, str | None]:

@@ -16,6 +16,7 @@ from ..lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, stage_lines
 
 FORMAT = "rft-endpoint"
 KINDS = ("tool", "grade", "sample")
+UNAUTHENTICATED = "(401, 403, 407)"  # statuses of a call refused before the endpoint ran it
 
 FIELDS = [
     Field("event", "string", choices=KINDS),
@@ -25,11 +26,11 @@ FIELDS = [
     Field("started_at", "timestamp"),
     Field("ended_at", "timestamp"),
     Field("status", "string"),
-    Field("http_status", "integer"),
+    Field("http_status", "integer", bits=32),
     Field("error", "text"),
-    Field("output_chars", "integer"),
+    Field("output_chars", "integer", minimum=0),
     Field("run", "string"),
-    Field("step", "integer"),
+    Field("step", "integer", bits=32),
     Field("split", "string"),
     Field("sample_id", "string"),
     Field("final_answer", "text"),
@@ -38,7 +39,7 @@ FIELDS = [
     Field("ts", "timestamp"),
     Field("prompt", "text"),
     Field("reference", "text"),
-    Field("grader_latency_s", "number"),
+    Field("grader_latency_s", "number", minimum=0),
 ]
 
 
@@ -70,6 +71,9 @@ def events_sql(has_run_override: bool, staged: Staged) -> str:
                             "an ''event'' field'"),
         (f"{kind} IN ('tool', 'grade') AND r.rollout_id IS NULL", f"'missing required field ''rollout_id'' in a ' || {kind} || ' event'"),
         (f"{kind} = 'tool' AND r.tool IS NULL", "'missing required field ''tool'' in a tool event'"),
+        (f"{_v('http_status')} IN {UNAUTHENTICATED}",
+         f"'an unauthenticated call (HTTP ' || {_v('http_status')} || '): not counted, neither as a call nor as a grade "
+         "(the endpoint never ran it; log calls only after authenticating them)'"),
         (f"{kind} = 'tool' AND {_v('ended_at')} < {_v('started_at')}",
          "'ended_at precedes started_at: the event''s clock is wrong'"),
         (f"{kind} IN ('grade', 'sample') AND r.sample_id IS NULL", f"'missing required field ''sample_id'' in a ' || {kind} || ' event'"),
@@ -93,12 +97,16 @@ def events_sql(has_run_override: bool, staged: Staged) -> str:
 
 
 def conflicts_sql() -> str:
-    """Grade events of this file for a rollout already graded (earlier here, or in another file)."""
+    """Grade events of this file that score a rollout already scored (earlier here, or in another
+    file). A grade event without a score (the grader failed) conflicts with nothing: a retry that
+    scores supersedes it, and both stay visible (assemble_sql)."""
     return """
     WITH graded AS (
-        SELECT source_id, line_no, rollout_id, score, grades::VARCHAR AS grades FROM endpoint_events WHERE kind = 'grade'
+        SELECT source_id, line_no, rollout_id, score, grades::VARCHAR AS grades FROM endpoint_events
+        WHERE kind = 'grade' AND (score IS NOT NULL OR grades IS NOT NULL)
         UNION ALL
-        SELECT $sid, line_no, rollout_id, score, grades::VARCHAR FROM _rl_ev WHERE reason IS NULL AND kind = 'grade'),
+        SELECT $sid, line_no, rollout_id, score, grades::VARCHAR FROM _rl_ev
+        WHERE reason IS NULL AND kind = 'grade' AND (score IS NOT NULL OR grades IS NOT NULL)),
     ranked AS (
         SELECT *, first_value(source_id) OVER w AS first_source, first_value(line_no) OVER w AS first_line,
                first_value(score) OVER w AS first_score, first_value(grades) OVER w AS first_grades,
@@ -112,6 +120,18 @@ def conflicts_sql() -> str:
                   || ' (kept)' END AS reason
     FROM ranked k LEFT JOIN sources s ON s.source_id = k.first_source
     WHERE k.rn > 1 AND k.source_id = $sid
+    """
+
+
+def clashes_sql() -> str:
+    """Events of this file whose rollout id is a rollout another format loaded (a native file, an
+    Inspect log): events never replace it; the reject names both places."""
+    return """
+    SELECT e.line_no, 'rollout_id ''' || e.rollout_id || ''' is already a rollout loaded from ' || s.path
+           || ' line ' || coalesce(r.source_line::VARCHAR, '?') || ' (' || s.format || '): endpoint events never '
+           || 'replace a rollout of another file; give the endpoint''s rollouts ids of their own' AS reason
+    FROM _rl_ev e JOIN rollouts r USING (rollout_id) JOIN sources s ON s.source_id = r.source_id
+    WHERE e.reason IS NULL AND s.format <> 'rft-endpoint'
     """
 
 
@@ -136,6 +156,9 @@ def assemble_sql() -> list[str]:
            UNION  -- ungraded rollouts: their run may be known now that more grade events are in
            SELECT rollout_id FROM rollouts WHERE status = 'ungraded'
              AND rollout_id IN (SELECT rollout_id FROM endpoint_events)""",
+        # a rollout another format loaded is never rebuilt from events (clashes_sql rejects them)
+        """DELETE FROM _rl_affected WHERE rollout_id IN (
+             SELECT r.rollout_id FROM rollouts r JOIN sources s USING (source_id) WHERE s.format <> 'rft-endpoint')""",
         *children,
         "DELETE FROM rollouts WHERE rollout_id IN (SELECT rollout_id FROM _rl_affected)",
         f"""CREATE OR REPLACE TEMP TABLE _rl_calls AS
@@ -158,13 +181,23 @@ def assemble_sql() -> list[str]:
                         CASE WHEN outcome <> 'ok' THEN 'status ' || status END),
                output_chars
         FROM _rl_calls""",
+        # A rollout's grade: the first event that scored it (file order); without one, the last
+        # failed attempt. Failed attempts before a score are kept in the grade's details.
         """CREATE OR REPLACE TEMP TABLE _rl_grade AS
-        SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY rollout_id ORDER BY source_id, line_no) AS rn
-                       FROM endpoint_events WHERE kind = 'grade' AND rollout_id IN (SELECT rollout_id FROM _rl_affected))
-        WHERE rn = 1""",
+        WITH g AS (SELECT *, (score IS NOT NULL OR grades IS NOT NULL) AS scored FROM endpoint_events
+                   WHERE kind = 'grade' AND rollout_id IN (SELECT rollout_id FROM _rl_affected)),
+        failed AS (SELECT rollout_id, list({'ts': ts, 'http_status': http_status, 'error': error}
+                                           ORDER BY source_id, line_no) AS attempts
+                   FROM g WHERE NOT scored GROUP BY rollout_id),
+        ranked AS (SELECT *, row_number() OVER (PARTITION BY rollout_id ORDER BY scored DESC,
+                             CASE WHEN scored THEN source_id ELSE -source_id END,
+                             CASE WHEN scored THEN line_no ELSE -line_no END) AS rn FROM g)
+        SELECT k.*, CASE WHEN k.scored AND f.attempts IS NOT NULL THEN to_json({'failed_attempts': f.attempts}) END
+                    AS retries
+        FROM ranked k LEFT JOIN failed f USING (rollout_id) WHERE k.rn = 1""",
         # a grader that failed keeps a row: NULL score and the event's error
         """INSERT INTO grades
-        SELECT g.rollout_id, k.key, try_cast(k.value AS DOUBLE), 1.0, NULL, NULL,
+        SELECT g.rollout_id, k.key, try_cast(k.value AS DOUBLE), 1.0, NULL, g.retries,
                CASE WHEN try_cast(k.value AS DOUBLE) IS NULL THEN coalesce(g.error, 'HTTP ' || g.http_status, 'no score') END,
                g.grader_latency_s
         FROM _rl_grade g, json_each(g.grades) k WHERE g.grades IS NOT NULL
@@ -172,9 +205,10 @@ def assemble_sql() -> list[str]:
         SELECT rollout_id, 'grader', NULL, 1.0, NULL, NULL, coalesce(error, 'HTTP ' || http_status, 'no score'),
                grader_latency_s
         FROM _rl_grade WHERE grades IS NULL AND score IS NULL
-        UNION ALL  -- a score alone: one grade row, so that the grader's latency is kept
-        SELECT rollout_id, 'grader', score, 1.0, NULL, NULL, NULL, grader_latency_s
-        FROM _rl_grade WHERE grades IS NULL AND score IS NOT NULL AND grader_latency_s IS NOT NULL""",
+        UNION ALL  -- a score alone: one grade row when its latency or its failed attempts are worth keeping
+        SELECT rollout_id, 'grader', score, 1.0, NULL, retries, NULL, grader_latency_s
+        FROM _rl_grade WHERE grades IS NULL AND score IS NOT NULL
+          AND (grader_latency_s IS NOT NULL OR retries IS NOT NULL)""",
         """INSERT INTO rollouts
         WITH calls AS (
             SELECT rollout_id, count(*) AS n_calls, count(DISTINCT turn_idx) AS n_turns,
@@ -241,12 +275,20 @@ def samples_sql() -> str:
         GROUP BY sample_id, split"""
 
 
+def sample_sources_sql() -> str:
+    """This file provides the samples its sample events name (store.SAMPLE_SOURCES_DDL)."""
+    return """INSERT INTO sample_sources
+        SELECT DISTINCT sample_id, split, $sid FROM _rl_ev e WHERE reason IS NULL AND kind = 'sample'
+          AND NOT EXISTS (SELECT 1 FROM sample_sources l WHERE l.sample_id = e.sample_id
+                          AND l.split IS NOT DISTINCT FROM e.split AND l.source_id = $sid)"""
+
+
 def load(ctx: LoadContext) -> LoadResult:
     con = ctx.con
     staged = stage_lines(con, ctx.source, ctx.line_offset)
     con.execute(events_sql(ctx.run is not None, staged))
     p = {"sid": ctx.source_id}
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _rl_conflicts AS {conflicts_sql()}", p)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _rl_conflicts AS {conflicts_sql()} UNION ALL {clashes_sql()}", p)
     con.execute(f"""INSERT INTO {STAGED_REJECTS}
         SELECT e.line_no, l.line, coalesce(e.reason, c.reason)
         FROM _rl_ev e JOIN {LINES_TABLE} l USING (line_no) LEFT JOIN _rl_conflicts c USING (line_no)
@@ -256,6 +298,7 @@ def load(ctx: LoadContext) -> LoadResult:
         SELECT $sid, line_no, kind, {columns} FROM _rl_ev
         WHERE reason IS NULL AND line_no NOT IN (SELECT line_no FROM _rl_conflicts)""", {"sid": ctx.source_id})
     con.execute(samples_sql(), {"sid": ctx.source_id})
+    con.execute(sample_sources_sql(), {"sid": ctx.source_id})
     # the rollouts these events touch are assembled once, after every file of the ingest call
     con.execute("CREATE TEMP TABLE IF NOT EXISTS _rl_touched (rollout_id VARCHAR)")
     con.execute("""INSERT INTO _rl_touched SELECT DISTINCT rollout_id FROM _rl_ev
