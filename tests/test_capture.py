@@ -33,6 +33,15 @@ async def grade(request):
     return JSONResponse({"score": 0.5, "grades": {"exact": 0.0, "judge": 1.0}})
 
 
+async def guarded(request):
+    """A tool behind a bearer token, answering before it reads the body (as servers do)."""
+    if request.headers.get("authorization") != "Bearer tok":
+        return JSONResponse({"detail": "missing or wrong bearer token"}, status_code=401)
+    if request.headers.get("x-role") == "guest":
+        return JSONResponse({"detail": "not allowed"}, status_code=403)
+    return JSONResponse({"output": "ok"})
+
+
 async def health(request):
     return PlainTextResponse("ok")
 
@@ -40,13 +49,13 @@ async def health(request):
 def make_app(log, **options):
     """As a server adds it (inside Starlette's error handler, which turns an exception into a 500)."""
     return Starlette(routes=[Route("/search", search, methods=["POST"]), Route("/grade", grade, methods=["POST"]),
-                             Route("/health", health)],
+                             Route("/guarded", guarded, methods=["POST"]), Route("/health", health)],
                      middleware=[Middleware(CaptureMiddleware, log=log, **options)])
 
 
-def call(app, path, body=None, headers=(), method="POST", on_final_body=None):
+def call(app, path, body=None, headers=(), method="POST", on_final_body=None, raw=None, on_start=None):
     """One request straight through ASGI: (status, body bytes)."""
-    raw = json.dumps(body).encode() if body is not None else b""
+    raw = raw if raw is not None else json.dumps(body).encode() if body is not None else b""
     scope = {"type": "http", "method": method, "path": path, "headers": [(k.lower().encode(), v.encode()) for k, v in headers]
              + [(b"content-type", b"application/json")], "query_string": b"", "http_version": "1.1",
              "scheme": "http", "server": ("test", 80), "client": ("test", 1), "root_path": ""}
@@ -60,6 +69,8 @@ def call(app, path, body=None, headers=(), method="POST", on_final_body=None):
     async def send(message):
         if message["type"] == "http.response.start":
             sent["status"] = message["status"]
+            if on_start:
+                on_start()
         else:
             if not message.get("more_body") and on_final_body:
                 on_final_body()
@@ -70,7 +81,7 @@ def call(app, path, body=None, headers=(), method="POST", on_final_body=None):
 
 
 def events(folder):
-    return [json.loads(line) for f in sorted(folder.glob("*.jsonl")) for line in f.read_text().splitlines()]
+    return [json.loads(line) for f in sorted(folder.glob("*.jsonl")) for line in f.read_text().splitlines() if line]
 
 
 def tool_body(query, rollout="r1", **extra):
@@ -101,17 +112,80 @@ def test_logged_before_the_response_completes(tmp_path):
     assert seen == [1]
 
 
+def test_logged_before_the_status_line_goes_out(tmp_path):
+    # a server writes the status line as soon as it gets it: a client that saw "200" saw the call
+    # answered, so the event must be in the log by then
+    app = make_app(tmp_path)
+    seen = []
+    assert call(app, "/search", tool_body("q"), on_start=lambda: seen.append(len(events(tmp_path))))[0] == 200
+    assert call(app, "/grade", {"id": "r1", "item": {"id": "s1"}, "model_sample": "42"},
+                on_start=lambda: seen.append(len(events(tmp_path))))[0] == 200
+    assert seen == [1, 2]
+
+
+def test_lines_never_straddle_a_page(tmp_path, con):
+    # a kill -9 can stop a write between two pages of the file (never inside one): a line that fits
+    # in a page starts on a new page when it would straddle one, after blank lines
+    from mmap import PAGESIZE as PAGE
+
+    log = EventLog(tmp_path)
+    for i in range(60):
+        assert log.write({"event": "tool", "rollout_id": f"r{i}", "tool": "search", "arguments": {"q": "x" * (37 * i)},
+                          "started_at": "2024-01-01T00:00:00Z", "ended_at": "2024-01-01T00:00:01Z"})
+    log.close()
+    (path,) = tmp_path.glob("*.jsonl")
+    data, offset, straddled, lines = path.read_bytes(), 0, [], 0
+    for line in data.split(b"\n")[:-1]:
+        if line:
+            lines += 1
+            if offset // PAGE != (offset + len(line)) // PAGE and len(line) + 1 <= PAGE:
+                straddled.append(offset)
+        offset += len(line) + 1
+    assert lines == 60 and straddled == [] and b"\n\n" in data
+    rl.ingest(con, tmp_path)
+    assert rl.rejects(con).empty and con.execute("SELECT count(*) FROM tool_calls").fetchone()[0] == 60
+
+
 def test_rollout_id_header_and_credentials_never_logged(tmp_path):
     app = make_app(tmp_path, rollout_id_header="X-Rollout-Id")
     call(app, "/search", tool_body("q", rollout="body-id", api_key="sk-live-123", auth={"token": "t0k"}),
          headers=[("X-Rollout-Id", "hdr-id"), ("Authorization", "Bearer sk-secret-999")])
     (event,) = events(tmp_path)
     assert event["rollout_id"] == "hdr-id"
-    assert event["arguments"] == {"query": "q", "api_key": REDACTED, "auth": {"token": REDACTED}}
+    # a secret key's whole value goes, whatever it holds ("auth" may hold a "pass" no rule names)
+    assert event["arguments"] == {"query": "q", "api_key": REDACTED, "auth": REDACTED}
     text = "".join(f.read_text() for f in tmp_path.glob("*.jsonl"))
     assert "sk-secret-999" not in text and "sk-live-123" not in text and "t0k" not in text
     with pytest.raises(ValueError, match="credential header"):
         CaptureMiddleware(None, tmp_path, rollout_id_header="Authorization")
+
+
+def test_calls_answered_401_or_403_are_not_logged(tmp_path, con):
+    log = EventLog(tmp_path)
+    app = make_app(log)
+    call(app, "/grade", {"id": "r1", "item": {"id": "s1"}, "model_sample": "42"})
+    # an unauthenticated client's events would otherwise land in the log (and clobber rollouts)
+    assert call(app, "/guarded", tool_body("inject", rollout="r1"))[0] == 401
+    assert call(app, "/guarded", tool_body("inject", rollout="r1"), headers=[("Authorization", "Bearer bad")])[0] == 401
+    assert call(app, "/guarded", tool_body("inject", rollout="r1"),
+                headers=[("Authorization", "Bearer tok"), ("X-Role", "guest")])[0] == 403
+    assert call(app, "/guarded", tool_body("ok", rollout="r1"), headers=[("Authorization", "Bearer tok")])[0] == 200
+    assert [(e["event"], e.get("tool"), e["http_status"]) for e in events(tmp_path)] == \
+        [("grade", None, 200), ("tool", "guarded", 200)]
+    assert (log.stats()["events"], log.stats()["unauthenticated"]) == (2, 3)
+    rl.ingest(con, tmp_path)
+    assert con.execute("SELECT rollout_id, n_tool_calls FROM rollouts").fetchall() == [("r1", 1)]
+
+
+def test_a_lone_surrogate_in_the_arguments_is_still_logged(tmp_path, con):
+    log = EventLog(tmp_path)
+    raw = b'{"arguments": "{\\"query\\": \\"a\\\\ud800b\\"}", "call_id": "c1", "id": "r1"}'
+    assert json.loads(json.loads(raw)["arguments"]) == {"query": "a\ud800b"}  # valid JSON, not valid UTF-8
+    assert call(make_app(log), "/search", raw=raw)[0] == 200
+    assert log.stats()["failures"] == 0
+    assert [e["arguments"] for e in events(tmp_path)] == [{"query": "a?b"}]
+    rl.ingest(con, tmp_path)
+    assert rl.rejects(con).empty
 
 
 def test_log_files_are_owner_only(tmp_path):

@@ -231,3 +231,10 @@ def test_ingest_with_a_run_label_on_an_unchanged_file_says_it_was_not_applied(db
     assert main(["ingest", GOOD, "--db", str(db_path)]) == 0
     assert main(["ingest", GOOD, "--db", str(db_path), "--run", "B"]) == 0
     assert "--run 'B' was not applied" in capsys.readouterr().out
+
+
+def test_demo_server_beyond_loopback_needs_a_token(capsys, monkeypatch):
+    monkeypatch.delenv("ROLLOUTLAB_DEMO_TOKEN", raising=False)
+    assert main(["demo-server", "--host", "0.0.0.0", "--port", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "without a bearer token: pass --token TOKEN" in err and "Traceback" not in err

@@ -2,22 +2,56 @@
 
 ``CaptureMiddleware`` wraps any ASGI app (FastAPI, Starlette); ``captured_tool`` and
 ``captured_grader`` wrap plain handler functions. Both write through an ``EventLog``: JSONL files
-in a folder, one whole line per event written with a single ``os.write`` on an append-only file
-(so a crash never leaves half an event), files created ``0600``, a new file past a size limit. A
-call is logged before its response's last byte is handed to the server, so every call a client
-saw answered is in the log. Logging never breaks the endpoint: a failure to log is counted
-(``EventLog.stats()``) and reported through the ``rolloutlab.capture`` logger.
+in a folder, one line per event written with a single ``os.write`` on an append-only file, files
+created ``0600``, a new file past a size limit. A kill -9 can stop a write only between two pages
+of the file, so a line that fits in a page starts on a fresh page when it would straddle one
+(blank lines before it, which readers skip): it is written whole or not at all. Logging never
+breaks the endpoint: a failure to log is counted (``EventLog.stats()``) and reported through the
+``rolloutlab.capture`` logger.
+
+A call is logged before any byte of its answer leaves (the status line is held back until the
+body, since servers write it at once and a client that saw "200" saw the call answered); an
+answer sent in several parts, before its last part. So a crash can lose only calls nobody saw
+answered. A call answered 401 or 403 is not logged (counted as ``unauthenticated``): a client
+that did not authenticate cannot put events in the log.
 
 Headers are never logged. The rollout id comes from one configured header (never a credential
-header) or from a field of the JSON body; argument fields named like secrets are redacted.
+header) or from a field of the JSON body.
+
+Secrets are redacted (``redact``, ``redact_text``; docs/security.md): the value of every key
+that looks secret (``config.CAPTURE_REDACT_KEY_WORDS`` / ``CAPTURE_REDACT_KEY_SUBSTRINGS``, and
+the caller's exact ``redact_fields``) at any depth, also inside strings that are JSON text; in
+other text, ``key=value`` / ``key: value`` pairs whose key looks secret and well-known credential
+formats (``Bearer``/``Basic`` credentials, ``sk-…``, ``ghp_…``/``github_pat_…``, ``AKIA…``,
+``xox?-…``, JWTs, PEM private keys). Error bodies and exception messages are redacted the same
+way. A grade event's final answer is what was graded, so it stays verbatim except that the
+credential *formats* are masked: a ``key: value`` rule would rewrite ordinary answers, while a
+token format is never a legitimate answer (a model that leaks one must not leak it into the log).
+
+Sizes are bounded. The middleware holds at most ``config.CAPTURE_REQUEST_HOLD_BYTES`` of a request
+(plus a 64 KiB tail); the rest streams through to the endpoint as it arrives. A body held whole
+is parsed; a longer one is read for its ids by a depth-aware scan of its head and a narrow
+search of its tail. Logged arguments longer than ``config.CAPTURE_ARGUMENTS_CHARS`` (as compact
+JSON text) become ``{"_truncated": true, "chars": <full length>, "head": "<first characters>"}``;
+arguments of a request longer than the hold become ``{"_truncated": true, "request_bytes":
+<request size>, "head": "<first characters of the arguments, else of the body>"}``. A final
+answer is cut to ``config.CAPTURE_ANSWER_CHARS`` characters followed by ``" [truncated: <n>
+chars]"`` (or ``" [truncated: request of <n> bytes]"`` when the request was longer than the
+hold). Response bodies are read up to ``body_limit``; ``output_chars`` counts the whole answer
+whatever is kept.
 """
 from __future__ import annotations
 
+import base64
+import binascii
+import collections
 import functools
 import inspect
 import json
 import logging
+import mmap
 import os
+import re
 import threading
 import time
 from datetime import datetime, timezone
@@ -28,6 +62,10 @@ from . import config
 
 logger = logging.getLogger("rolloutlab.capture")
 REDACTED = "[redacted]"
+PAGE = mmap.PAGESIZE
+UNAUTHENTICATED = (401, 403)  # answers to a client that did not prove who it is: never logged
+TAIL_BYTES = config.CAPTURE_REQUEST_TAIL_BYTES
+_MAX_DEPTH = config.CAPTURE_REDACT_MAX_DEPTH
 
 
 def _iso(t: float) -> str:
@@ -57,6 +95,7 @@ class EventLog:
         self.files: list[Path] = []
         self.events = 0
         self.failures = 0
+        self.unauthenticated = 0
         self.last_error: str | None = None
 
     def _open(self) -> None:
@@ -72,13 +111,27 @@ class EventLog:
         self._size = os.fstat(self._fd).st_size
         self.files.append(self.path)
 
+    def _pad(self, n: int) -> int:
+        """Blank-line bytes that make a line of ``n`` bytes start on a page: the kernel stops a write
+        that a kill -9 interrupts only between pages, so a line within one page is written whole or
+        not at all. (Longer lines can still be cut, at a page boundary, as their file's last line.)"""
+        offset = self._size % PAGE
+        return PAGE - offset if offset and n <= PAGE and offset + n > PAGE else 0
+
     def write(self, event: Mapping[str, Any]) -> bool:
         """Append one event as one line. Returns False (and counts the failure) instead of raising."""
         try:
-            line = (json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str) + "\n").encode()
+            # a lone surrogate (JSON allows "\ud800") is not UTF-8, nor loadable escaped: it becomes "?"
+            line = (json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str) + "\n").encode(
+                errors="replace")
             with self._lock:
-                if self._fd is None or self._pid != os.getpid() or (self._size and self._size + len(line) > self.max_bytes):
+                pad = self._pad(len(line))
+                if (self._fd is None or self._pid != os.getpid()
+                        or (self._size and self._size + pad + len(line) > self.max_bytes)):
                     self._open()
+                    pad = self._pad(len(line))
+                if pad:  # one write still: a cut can only fall at the page boundary, after the blank lines
+                    line = b"\n" * pad + line
                 view = memoryview(line)
                 while view:  # a regular file takes it in one write; loop in case it does not
                     view = view[os.write(self._fd, view):]
@@ -100,8 +153,8 @@ class EventLog:
                            "keeps answering; check that %s is writable", self.failures, self.last_error, self.dir)
 
     def stats(self) -> dict:
-        return {"events": self.events, "failures": self.failures, "last_error": self.last_error,
-                "files": [str(p) for p in self.files], "log_dir": str(self.dir)}
+        return {"events": self.events, "failures": self.failures, "unauthenticated": self.unauthenticated,
+                "last_error": self.last_error, "files": [str(p) for p in self.files], "log_dir": str(self.dir)}
 
     def close(self) -> None:
         with self._lock:
@@ -125,19 +178,207 @@ def field(obj: Any, path: str | None) -> Any:
     return obj
 
 
+# --- redaction ---------------------------------------------------------------------------------
+
+_SEPARATORS = re.compile(r"[_\-.\s]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_KEY_WORDS = frozenset(config.CAPTURE_REDACT_KEY_WORDS)
+_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_MAX_KEY = 64  # longer runs of key characters are not keys
+
+
+@functools.lru_cache(maxsize=64)
+def _lowered(names: tuple) -> frozenset:
+    return frozenset(str(n).lower() for n in names)
+
+
+def _exact(names: Iterable[str]) -> frozenset:
+    """The caller's exact secret names, lower-case."""
+    return _lowered(tuple(names))
+
+
+def secret_key(name: str, exact: frozenset = frozenset()) -> bool:
+    """Whether a key names a secret: one of its words (split at ``_ - .`` space and camelCase) is
+    one of ``CAPTURE_REDACT_KEY_WORDS`` (or is the whole key, separators removed: ``session_id``),
+    or the lower-cased key without separators contains one of ``CAPTURE_REDACT_KEY_SUBSTRINGS``,
+    or it is one of ``exact`` (lower-case). Words, not substrings: ``keywords``, ``author`` and
+    ``max_tokens`` are not secrets."""
+    # keys repeat (every call has the same few); a long one is a request's, not worth keeping
+    return _secret_key(name, exact) if len(name) <= _MAX_KEY else _secret_key.__wrapped__(name, exact)
+
+
+@functools.lru_cache(maxsize=8192)
+def _secret_key(name: str, exact: frozenset) -> bool:
+    lowered = name.lower()
+    if lowered in exact:
+        return True
+    squashed = _SEPARATORS.sub("", lowered)
+    if squashed in _KEY_WORDS or any(s in squashed for s in config.CAPTURE_REDACT_KEY_SUBSTRINGS):
+        return True
+    return any(word.lower() in _KEY_WORDS for part in _SEPARATORS.split(name) for word in _CAMEL.split(part))
+
+
+# Credential formats: (what the lower-cased text must contain one of, kind, pattern): text that
+# holds none is not searched. The boundary before a match is checked in _masked.
+_FORMATS = [
+    (("-----begin",), "pem", re.compile(r"-----BEGIN[A-Z ]{0,40}PRIVATE KEY-----.*?"
+                                     r"(?:-----END[A-Z ]{0,40}PRIVATE KEY-----|\Z)", re.S)),
+    (("eyj",), "token", re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")),  # a JWT
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), "token", re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}")),  # GitHub
+    (("github_pat_",), "token", re.compile(r"github_pat_[A-Za-z0-9_]{20,}")),
+    (("akia", "asia"), "token", re.compile(r"A[KS]IA[0-9A-Z]{16}(?![0-9A-Za-z])")),  # AWS access key ids
+    (("xox",), "token", re.compile(r"xox[abprs]-[A-Za-z0-9-]{10,}")),  # Slack
+    (("sk-",), "sk", re.compile(r"sk-[A-Za-z0-9_-]{6,}")),  # OpenAI, Anthropic and others
+    (("bearer", "basic"), "scheme", re.compile(r"(?P<scheme>(?i:bearer|basic))[ \t]+(?P<credential>[A-Za-z0-9\-._~+/]+=*)")),
+]
+
+
+def _credential(match: re.Match) -> str | None:
+    """The masked text of a ``Bearer``/``Basic`` match, or None when it is not a credential."""
+    credential = match["credential"].rstrip(".")  # the end of a sentence is not the token's
+    if match["scheme"].lower() == "basic":
+        try:  # base64 of user:password, so that "Basic arithmetic" stays
+            secret = b":" in base64.b64decode(credential, validate=True)
+        except (binascii.Error, ValueError):
+            secret = False
+    else:  # random-looking: long, or with a digit ("bearer bonds" stays)
+        secret = len(credential) >= 16 or (len(credential) >= 8 and any(c.isdigit() for c in credential))
+    return f"{match['scheme']} {REDACTED}" + match["credential"][len(credential):] if secret else None
+
+
+def _masked(text: str, kind: str, match: re.Match) -> str:
+    start = match.start()
+    if kind != "pem" and start and text[start - 1] in _WORD_CHARS:
+        return match[0]  # inside a longer word ("task-…", "mask-…")
+    if kind == "scheme":
+        return _credential(match) or match[0]
+    if kind == "sk" and not any(c.isdigit() for c in match[0]):
+        return match[0]  # sk-<random> has a digit somewhere: "sk-learning" stays
+    return REDACTED
+
+
+_ANY_FORMAT = re.compile("|".join(re.escape(lit) for literals, _, _ in _FORMATS for lit in literals))
+
+
+def mask_tokens(text: str) -> str:
+    """``text`` with well-known credential formats replaced (all that final answers get)."""
+    lowered = text.lower()
+    if _ANY_FORMAT.search(lowered) is None:  # most text: one scan
+        return text
+    for literals, kind, pattern in _FORMATS:
+        if any(literal in lowered for literal in literals):
+            text = pattern.sub(functools.partial(_masked, text, kind), text)
+    return text
+
+
+# after a secret key: its closing quote (also \" inside JSON text), ":" or "=", and the value:
+# quoted, or up to a delimiter, with an auth scheme before it ("Authorization: Bearer abc")
+# A quote never closed runs to the end of the text (all of it redacted).
+_AFTER_KEY = re.compile(
+    r"""\\?["']?[ \t]*[:=][ \t]*(?P<value>\\"(?:(?!\\").)*+(?:\\"|\Z)|"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\Z)"""
+    r"""|'[^']*+(?:'|\Z)|(?:(?i:bearer|basic|token|digest)[ \t]+)?[^\s&,;"'<>{}\[\]()\\]+)""", re.S)
+
+
+@functools.lru_cache(maxsize=64)
+def _hints(exact: frozenset) -> re.Pattern:
+    """Lower-case text one of which every secret key contains."""
+    words = sorted(set(_KEY_WORDS) | set(config.CAPTURE_REDACT_KEY_SUBSTRINGS) | exact, key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, words)))
+
+
+def _redact_pairs(text: str, exact: frozenset) -> str:
+    """``text`` with the values of ``key=value`` / ``key: value`` pairs whose key looks secret
+    replaced. Found from the words a secret key must contain, so most text costs one scan."""
+    if not any(c in text for c in ":="):
+        return text
+    lowered = text.lower()
+    out, last, seen = [], 0, 0
+    for hit in _hints(exact).finditer(lowered):
+        if hit.start() < seen:
+            continue
+        start, end = hit.start(), hit.end()
+        while start > 0 and text[start - 1] in _KEY_CHARS and end - start <= _MAX_KEY:
+            start -= 1
+        while end < len(text) and text[end] in _KEY_CHARS and end - start <= _MAX_KEY:
+            end += 1
+        seen = end
+        if end - start > _MAX_KEY or start < last or not secret_key(text[start:end], exact):
+            continue
+        after = _AFTER_KEY.match(text, end)
+        if after is None:
+            continue
+        value = after["value"]
+        quote = next((q for q in ('\\"', '"', "'") if value.startswith(q) and len(value) >= 2 * len(q)), "")
+        out.append(text[last:after.start("value")] + f"{quote}{REDACTED}{quote}")
+        last = seen = after.end()
+    out.append(text[last:])
+    return "".join(out)
+
+
+def redact_text(text: str, names: Iterable[str] = ()) -> str:
+    """``text`` with secret ``key=value`` / ``key: value`` pairs and credential formats replaced."""
+    return mask_tokens(_redact_pairs(text, _exact(names)))
+
+
+def _walk(value: Any, exact: frozenset, budget: float, depth: int = 0) -> tuple[Any, int]:
+    """(redacted copy, length of its compact JSON text, from below). Past ``budget`` characters of
+    that text the rest is left out (strings cut, later items dropped): only a head is logged, so
+    only a head is worth the work."""
+    if depth > _MAX_DEPTH:
+        return REDACTED, len(REDACTED) + 2
+    if isinstance(value, dict):
+        out, used = {}, 2
+        for k, v in value.items():
+            if used > budget:
+                break
+            key = mask_tokens(str(k))
+            if secret_key(key, exact):
+                out[key], size = REDACTED, len(REDACTED) + 2
+            else:
+                out[key], size = _walk(v, exact, budget - used, depth + 1)
+            used += len(key) + 4 + size
+        return out, used
+    if isinstance(value, (list, tuple)):
+        out, used = [], 2
+        for v in value:
+            if used > budget:
+                break
+            item, size = _walk(v, exact, budget - used, depth + 1)
+            out.append(item)
+            used += size + 1
+        return out, used
+    if isinstance(value, str):
+        text = value if len(value) <= budget else value[:int(budget)]
+        if text.lstrip()[:1] in ("{", "["):  # JSON text: redact what it holds, keep it text
+            try:
+                parsed = json.loads(text)
+            except (ValueError, RecursionError):
+                parsed = None
+            if isinstance(parsed, (dict, list)):
+                cleaned, _ = _walk(parsed, exact, budget, depth + 1)
+                text = text if cleaned == parsed else json.dumps(cleaned, ensure_ascii=False)
+                return text, len(text) + 2
+        text = mask_tokens(_redact_pairs(text, exact))
+        return text, len(text) + 2
+    return value, len(str(value))
+
+
 def redact(value: Any, names: Iterable[str] = config.CAPTURE_REDACT_FIELDS) -> Any:
-    """A copy of ``value`` with every object field named in ``names`` (any depth) replaced."""
-    lowered = {n.lower() for n in names}
+    """A copy of ``value`` with secrets replaced by ``REDACTED``: the value of every key that looks
+    secret (``secret_key``; also every key named in ``names``) at any depth, also inside strings
+    that are JSON text; secret pairs and credential formats in other strings."""
+    return _walk(value, _exact(names), float("inf"))[0]
 
-    def walk(v):
-        if isinstance(v, dict):
-            return {k: REDACTED if str(k).lower() in lowered else walk(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [walk(x) for x in v]
-        return v
 
-    return walk(value) if lowered else value
+def redact_head(value: Any, chars: int, names: Iterable[str] = ()) -> str:
+    """The first ``chars`` characters of ``value`` as redacted compact JSON text (a string as
+    itself), redacting only about that much."""
+    cleaned, _ = _walk(value, _exact(names), chars + 4096)
+    return _compact(cleaned)[:chars]
 
+
+# --- the parts of a body that are logged ---------------------------------------------------------
 
 def tool_arguments(body: Any, id_fields: Iterable[str] = ()) -> Any:
     """The tool's arguments: the build-hour body's ``arguments`` (a JSON string or an object),
@@ -147,13 +388,29 @@ def tool_arguments(body: Any, id_fields: Iterable[str] = ()) -> Any:
         if isinstance(args, str):
             try:
                 return json.loads(args)
-            except ValueError:
+            except (ValueError, RecursionError):
                 return args
         return args
     if isinstance(body, dict):
         skip = set(id_fields) | {"id", "call_id"}
         return {k: v for k, v in body.items() if k not in skip}
     return body
+
+
+def _compact(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def bound_arguments(args: Any, names: Iterable[str] = config.CAPTURE_REDACT_FIELDS) -> Any:
+    """``args`` as they are logged: redacted, and past ``CAPTURE_ARGUMENTS_CHARS`` characters of
+    compact JSON text, ``{"_truncated": true, "chars": <full length>, "head": <redacted head>}``."""
+    limit = config.CAPTURE_ARGUMENTS_CHARS
+    size = len(_compact(args))  # before redacting: what was sent
+    if size <= limit:
+        cleaned = redact(args, names)
+        if len(_compact(cleaned)) <= limit:
+            return cleaned
+    return {"_truncated": True, "chars": size, "head": redact_head(args, limit, names)}
 
 
 def output_chars(payload: Any, size: int) -> int:
@@ -179,14 +436,27 @@ def grader_result(payload: Any) -> tuple[float | None, dict | None]:
     return (None if score is None else float(score)), grades
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split("\n"))
+
+
 def exception_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:config.CAPTURE_ERROR_CHARS]
+    # the message only: "KeyError: 'x'" is not a key=value pair
+    message = redact_text(_one_line(str(exc))[:config.CAPTURE_ERROR_CHARS * 4])
+    return f"{type(exc).__name__}: {message}"[:config.CAPTURE_ERROR_CHARS]
 
 
-def error_text(status: int, payload: Any, raw: bytes) -> str:
+def error_text(status: int, payload: Any, raw: bytes, names: Iterable[str] = config.CAPTURE_REDACT_FIELDS) -> str:
+    """An error answer as logged: its ``detail`` text, else the whole body, redacted."""
+    limit = config.CAPTURE_ERROR_CHARS
     detail = payload.get("detail") if isinstance(payload, dict) else None
-    text = detail if isinstance(detail, str) else raw.decode("utf-8", errors="replace")
-    return f"HTTP {status}: {text}"[:config.CAPTURE_ERROR_CHARS]
+    if isinstance(detail, str):
+        text = redact_head(detail, limit, names)
+    elif payload is not None:  # e.g. FastAPI's 422, which echoes the input
+        text = redact_head(payload, limit, names)
+    else:
+        text = redact_text(raw[:limit * 4].decode("utf-8", errors="replace"), names)
+    return _one_line(f"HTTP {status}: {text}")[:limit]
 
 
 def check_rollout_id_header(name: str | None) -> str | None:
@@ -196,6 +466,185 @@ def check_rollout_id_header(name: str | None) -> str | None:
         raise ValueError(f"rollout id header {name!r} is a credential header, which is never logged: name the "
                          "header that carries the rollout id (or read it from the body: rollout_id_field)")
     return header
+
+
+# --- a request too long to hold: its ids from its head and tail -----------------------------------
+
+class Cut(str):
+    """A string value that ran past the held part of a request (its head only)."""
+
+
+_STRING = re.compile(r'"([^"\\]*+(?:\\.[^"\\]*+)*+)"', re.S)
+_OPEN_STRING = re.compile(r'"([^"\\]*+(?:\\.[^"\\]*+)*+)', re.S)
+_SCALAR = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null")
+_SPACE = re.compile(r"\s*")
+_PEEK_TOKENS = config.CAPTURE_PEEK_TOKENS
+_CUT_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?$")
+
+
+def _decode(raw: str) -> str:
+    """The text of a JSON string's inside (possibly cut mid-escape)."""
+    try:
+        return json.loads(f'"{raw}"')
+    except ValueError:
+        try:
+            return json.loads(f'"{_CUT_ESCAPE.sub("", raw)}"')
+        except ValueError:
+            return raw
+
+
+def peek(head: str, paths: Iterable[str], cut_chars: int = 6 * max(config.CAPTURE_ARGUMENTS_CHARS,
+                                                                     config.CAPTURE_ANSWER_CHARS)) -> dict:
+    """The values at dotted ``paths`` found in the first part of a JSON object's text, by their
+    depth (an ``item.id`` is not taken for an ``id``): {path: value}. A string that runs past
+    ``head`` is a ``Cut`` of its first (up to) ``cut_chars`` characters."""
+    wanted = {tuple(p.split(".")) for p in paths if p}
+    found: dict[str, Any] = {}
+    stack: list[list] = []  # open containers: [is_object, path or None (in an array), key, expecting a key]
+
+    def value_path():
+        if not stack or stack[-1][1] is None or not stack[-1][0]:
+            return None
+        return stack[-1][1] + (stack[-1][2],)
+
+    pos, n = 0, len(head)
+    for _ in range(_PEEK_TOKENS):
+        if pos >= n or len(found) == len(wanted):
+            break
+        pos = _SPACE.match(head, pos).end()
+        if pos >= n:
+            break
+        c = head[pos]
+        top = stack[-1] if stack else None
+        if c == '"':
+            match = _STRING.match(head, pos)
+            is_key = top is not None and top[0] and top[3]
+            if match is None:  # the string runs past the head
+                path = None if is_key else value_path()
+                if path in wanted:
+                    found[".".join(path)] = Cut(_decode(_OPEN_STRING.match(head, pos)[1][:cut_chars]))
+                break
+            pos = match.end()
+            if is_key:
+                top[2], top[3] = _decode(match[1]), False
+            elif (path := value_path()) in wanted:
+                found[".".join(path)] = _decode(match[1])
+        elif c in "{[":
+            path = () if not stack else value_path()
+            stack.append([c == "{", path, None, True])
+            pos += 1
+        elif c in "}]":
+            if stack:
+                stack.pop()
+            pos += 1
+            if not stack:
+                break
+        elif c == ":":
+            pos += 1
+        elif c == ",":
+            if top is not None and top[0]:
+                top[3] = True
+            pos += 1
+        else:
+            match = _SCALAR.match(head, pos)
+            if match is None or not stack:
+                break
+            pos = match.end()
+            if (path := value_path()) in wanted:
+                found[".".join(path)] = json.loads(match[0])
+    return found
+
+
+_STRING_ANYWHERE = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.S)
+
+
+_KEY_BEFORE = re.compile(r'"((?:[^"\\]|\\.){0,256})"\s*:\s*\Z')
+
+
+def _parent_keys(text: str, pos: int, n: int, reach: int = 4096) -> list[str | None]:
+    """The keys of the ``n`` objects that enclose ``pos``, innermost first, found by scanning back
+    at most ``reach`` characters (a quote after an even number of backslashes ends a string)."""
+    keys: list[str | None] = []
+    depth, in_string, i, stop = 0, False, pos - 1, max(0, pos - reach)
+    while i >= stop and len(keys) < n:
+        c = text[i]
+        if c == '"':
+            j = i - 1
+            while j >= 0 and text[j] == "\\":
+                j -= 1
+            if (i - 1 - j) % 2 == 0:
+                in_string = not in_string
+        elif not in_string and c in "}]":
+            depth += 1
+        elif not in_string and c in "{[":
+            if depth:
+                depth -= 1
+            else:
+                key = _KEY_BEFORE.search(text, max(0, i - 300), i) if c == "{" else None
+                keys.append(_decode(key[1]) if key else None)
+        i -= 1
+    return keys
+
+
+def peek_tail(tail: str, path: str) -> Any:
+    """The value at ``path`` near the end of a JSON object's text: the last ``"key": scalar`` of its
+    last segment whose place matches the path: as deep (the brackets that follow it close that
+    many objects), and inside the path's parents (scanning back); or None."""
+    *parents, last = path.split(".")
+    key = re.escape(last)
+    matches = list(re.finditer(rf'(?<!\\)"{key}"\s*:\s*("(?:[^"\\]|\\.){{0,1024}}"|-?\d[\d.eE+-]{{0,40}}|true|false|null)',
+                               tail))
+    for match in reversed(matches[-64:]):  # the last few: each costs a pass over what follows it
+        rest = _STRING_ANYWHERE.sub("", tail[match.end():])
+        if rest.count("}") + rest.count("]") - rest.count("{") - rest.count("[") != len(parents) + 1:
+            continue
+        if not parents or _parent_keys(tail, match.start(), len(parents))[::-1] == parents:
+            try:
+                return json.loads(match[1])
+            except ValueError:
+                return None
+    return None
+
+
+def nest(flat: Mapping[str, Any]) -> dict:
+    """{"item.id": 1} -> {"item": {"id": 1}}."""
+    out: dict = {}
+    for path, value in flat.items():
+        node = out
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
+class Held:
+    """What the middleware keeps of a request body: its first ``hold`` bytes, its last
+    ``TAIL_BYTES``, its size, and whether it was all received."""
+
+    def __init__(self, hold: int):
+        self.hold = hold
+        self.head: list[bytes] = []
+        self.head_size = 0
+        self.tail = b""
+        self.size = 0
+        self.complete = False
+
+    def add(self, chunk: bytes, more: bool) -> None:
+        self.size += len(chunk)
+        if self.head_size < self.hold:
+            part = chunk[:self.hold - self.head_size]
+            self.head.append(part)
+            self.head_size += len(part)
+        self.tail = (self.tail + chunk[-TAIL_BYTES:])[-TAIL_BYTES:]
+        self.complete = not more
+
+    @property
+    def whole(self) -> bool:
+        return self.complete and self.size <= self.hold
+
+    def head_bytes(self) -> bytes:
+        return b"".join(self.head)
 
 
 class Recorder:
@@ -223,27 +672,51 @@ class Recorder:
         value = field(body, self.id_field)
         return None if value is None or value == "" else str(value)
 
-    def tool_event(self, tool: str, rollout_id: str | None, body: Any, call_id: Any, start: float, end: float,
+    def arguments(self, body: Any) -> Any:
+        """The body's arguments as logged: redacted, bounded."""
+        return bound_arguments(tool_arguments(body, [self.id_field or ""]), self.redact_fields)
+
+    def cut_arguments(self, peeked: Mapping[str, Any], head: str, size: int) -> dict:
+        """The arguments of a request longer than the hold: the head of its ``arguments`` text when
+        that was found, else of the body."""
+        args = peeked.get("arguments")
+        text = args if isinstance(args, str) else head
+        limit = config.CAPTURE_ARGUMENTS_CHARS
+        # redact a little more than is kept: a pair cut at the edge is still recognised
+        return {"_truncated": True, "request_bytes": size,
+                "head": redact_text(text[:limit + 4096], self.redact_fields)[:limit]}
+
+    def tool_event(self, tool: str, rollout_id: str | None, arguments: Any, call_id: Any, start: float, end: float,
                    http_status: int | None, error: str | None, chars: int | None) -> dict:
         failed = error is not None or (http_status or 0) >= 400
-        event = {"event": "tool", "rollout_id": rollout_id, "tool": tool,
-                 "arguments": redact(tool_arguments(body, [self.id_field or ""]), self.redact_fields),
+        event = {"event": "tool", "rollout_id": rollout_id, "tool": tool, "arguments": arguments,
                  "started_at": _iso(start), "ended_at": _iso(end), "status": "error" if failed else "ok",
                  "http_status": http_status, "error": error, "output_chars": chars}
         if call_id is not None:
-            event["call_id"] = call_id
+            event["call_id"] = _walk(call_id, _exact(self.redact_fields), 1024)[0]
         return event
 
+    def final_answer(self, body: Any, request_bytes: int | None = None) -> str | None:
+        answer = field(body, self.final_answer_field)
+        if answer is None:
+            return None
+        text = answer if isinstance(answer, str) else json.dumps(answer)
+        limit = config.CAPTURE_ANSWER_CHARS
+        if isinstance(answer, Cut):
+            return mask_tokens(text[:limit + 4096])[:limit] + f" [truncated: request of {request_bytes} bytes]"
+        if len(text) > limit:
+            return mask_tokens(text[:limit + 4096])[:limit] + f" [truncated: {len(text)} chars]"
+        return mask_tokens(text)
+
     def grade_event(self, rollout_id: str | None, body: Any, start: float, end: float, http_status: int | None,
-                    error: str | None, payload: Any) -> dict:
+                    error: str | None, payload: Any, request_bytes: int | None = None) -> dict:
         score, grades = grader_result(payload) if error is None else (None, None)
         if error is None and score is None and grades is None:
             error = "the grader's response carried no score"
-        answer = field(body, self.final_answer_field)
         sample = field(body, self.sample_id_field)
         return {"event": "grade", "rollout_id": rollout_id, "run": self.run, "step": self.step, "split": self.split,
                 "sample_id": None if sample is None else str(sample),
-                "final_answer": answer if answer is None or isinstance(answer, str) else json.dumps(answer),
+                "final_answer": self.final_answer(body, request_bytes),
                 # not started_at: in this format that is the rollout's start, which the grader cannot see
                 "score": score, "grades": grades, "ts": _iso(end), "grader_latency_s": round(end - start, 6),
                 "http_status": http_status, "error": error}
@@ -252,7 +725,7 @@ class Recorder:
 def _json(raw: bytes) -> Any:
     try:
         return json.loads(raw) if raw else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -261,14 +734,16 @@ class CaptureMiddleware:
 
     ``tools``: None (every ``methods`` request outside ``graders`` is a tool call, named by the last
     segment of its path), a list of paths, or {path: tool name}. ``graders``: the grader endpoint's
-    paths. The rest of the keywords are ``Recorder``'s. Starlette/FastAPI::
+    paths. ``hold``: how much of a request body is held for the event (the rest streams through).
+    The rest of the keywords are ``Recorder``'s. Starlette/FastAPI::
 
         app.add_middleware(CaptureMiddleware, log="logs/", run="ft-step-10")
     """
 
     def __init__(self, app, log: EventLog | str | os.PathLike, *, tools: Mapping[str, str] | Iterable[str] | None = None,
                  graders: Iterable[str] = ("/grade",), methods: Iterable[str] = ("POST",),
-                 body_limit: int = config.CAPTURE_BODY_LIMIT, **recorder_options):
+                 body_limit: int = config.CAPTURE_BODY_LIMIT, hold: int = config.CAPTURE_REQUEST_HOLD_BYTES,
+                 **recorder_options):
         self.app = app
         self.recorder = Recorder(log, **recorder_options)
         self.log = self.recorder.log
@@ -277,6 +752,7 @@ class CaptureMiddleware:
         self.graders = set(graders)
         self.methods = {m.upper() for m in methods}
         self.body_limit = body_limit
+        self.hold = int(hold)
 
     def _route(self, scope) -> tuple[str, str] | None:
         path = scope.get("path", "")
@@ -289,45 +765,77 @@ class CaptureMiddleware:
             return ("tool", name) if name else None
         return ("tool", self.tools[path]) if path in self.tools else None
 
+    def _request(self, kind: str, held: Held) -> tuple[Any, int | None, dict | None]:
+        """(body, request_bytes, arguments): the parsed body when it was held whole; else what
+        its head and tail show, the request's size and its cut arguments."""
+        if held.whole:
+            return _json(held.head_bytes()), None, None
+        rec = self.recorder
+        paths = [rec.id_field] + (["call_id", "arguments"] if kind == "tool" else
+                                  [rec.sample_id_field, rec.final_answer_field])
+        paths = [p for p in paths if p]
+        head = held.head_bytes().decode("utf-8", errors="replace")
+        found = peek(head, paths)
+        tail = held.tail.decode("utf-8", errors="replace") if held.complete else ""
+        for path in paths:
+            if tail and path not in found:
+                value = peek_tail(tail, path)
+                if value is not None:
+                    found[path] = value
+        body = nest(found)
+        arguments = rec.cut_arguments(found, head, held.size) if kind == "tool" else None
+        return body, held.size, arguments
+
     async def __call__(self, scope, receive, send):
         route = self._route(scope) if scope["type"] == "http" else None
         if route is None:
             return await self.app(scope, receive, send)
         kind, tool = route
         start = time.time()
-        chunks, pending = [], None
-        while True:
+        held = Held(self.hold)
+        # read up to the hold before the app starts (so the event has the ids even when the app
+        # never reads the body); the rest streams through as the app asks for it
+        replay: collections.deque = collections.deque()
+        while held.size < self.hold:
             message = await receive()
+            replay.append(message)
             if message["type"] != "http.request":
-                pending = message  # a disconnect: handed on after the body
                 break
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
+            held.add(message.get("body", b""), message.get("more_body", False))
+            if held.complete:
                 break
-        raw_body = b"".join(chunks)
-        replay = [{"type": "http.request", "body": raw_body, "more_body": False}] + ([pending] if pending else [])
 
-        async def replay_receive():
-            return replay.pop(0) if replay else await receive()
+        async def capture_receive():
+            if replay:
+                return replay.popleft()
+            message = await receive()
+            if message["type"] == "http.request" and not held.complete:
+                held.add(message.get("body", b""), message.get("more_body", False))
+            return message
 
-        state = {"status": None, "size": 0, "kept": [], "logged": False}
+        state = {"status": None, "start": None, "size": 0, "kept": [], "logged": False}
 
         def record(error: str | None = None) -> None:
             state["logged"] = True
+            status = state["status"]
+            if error is None and status in UNAUTHENTICATED:
+                self.log.unauthenticated += 1  # not logged: the caller did not prove who it is
+                return
             try:
                 end = time.time()
-                body = _json(raw_body)
+                body, request_bytes, cut_args = self._request(kind, held)
                 rollout_id = self.recorder.rollout_id(scope.get("headers", ()), body)
-                status = state["status"]
                 raw = b"".join(state["kept"])
                 payload = _json(raw) if state["size"] <= self.body_limit else None
                 if error is None and status is not None and status >= 400:
-                    error = error_text(status, payload, raw)
+                    error = error_text(status, payload, raw, self.recorder.redact_fields)
                 if kind == "grade":
-                    event = self.recorder.grade_event(rollout_id, body, start, end, status, error, payload)
+                    event = self.recorder.grade_event(rollout_id, body, start, end, status, error, payload,
+                                                      request_bytes)
                 else:
                     chars = None if error else output_chars(payload, state["size"])
-                    event = self.recorder.tool_event(tool, rollout_id, body, field(body, "call_id"), start, end,
+                    arguments = cut_args if cut_args is not None else self.recorder.arguments(body)
+                    event = self.recorder.tool_event(tool, rollout_id, arguments, field(body, "call_id"), start, end,
                                                      status, error, chars)
                 self.log.write(event)
             except Exception as exc:  # building the event failed: count it, keep answering
@@ -335,25 +843,35 @@ class CaptureMiddleware:
 
         async def capture_send(message):
             if message["type"] == "http.response.start":
-                state["status"] = message["status"]
-            elif message["type"] == "http.response.body":
+                # held until the first body part: the server writes the status line as soon as it
+                # has it, and a client that saw "200" saw the call answered (the event comes first)
+                state["status"], state["start"] = message["status"], message
+                return
+            if message["type"] == "http.response.body":
                 chunk = message.get("body", b"")
                 state["size"] += len(chunk)
                 if state["size"] <= self.body_limit:
                     state["kept"].append(chunk)
                 if not message.get("more_body", False) and not state["logged"]:
-                    record()  # before the last byte goes out: an answered call is a logged call
+                    record()  # before the first byte of a one-part answer, the last of any answer
+            if state["start"] is not None:
+                start, state["start"] = state["start"], None
+                await send(start)
             await send(message)
 
         try:
-            await self.app(scope, replay_receive, capture_send)
+            await self.app(scope, capture_receive, capture_send)
         except BaseException as exc:
             if not state["logged"]:
+                if state["start"] is not None:  # never sent: the server answers 500 instead
+                    state["status"] = None
                 state["status"] = state["status"] or 500
                 record(exception_text(exc))
             raise
         if not state["logged"]:
             record()
+        if state["start"] is not None:  # an app that started an answer and never finished it
+            await send(state["start"])
 
 
 def _wrap(fn: Callable, before_return: Callable[[dict, Any, BaseException | None, float, float], None]):
@@ -419,9 +937,9 @@ def captured_tool(log: EventLog | str | os.PathLike, tool: str | None = None, ro
 
     def event(fn, kwargs, result, error, start, end):
         args = {k: v for k, v in kwargs.items() if k != rollout_id_arg}
-        return recorder.tool_event(tool or fn.__name__, recorder.rollout_id((), kwargs), {"arguments": args},
-                                   kwargs.get("call_id"), start, end, None, error,
-                                   None if error else _size(result))
+        return recorder.tool_event(tool or fn.__name__, recorder.rollout_id((), kwargs),
+                                   recorder.arguments({"arguments": args}), kwargs.get("call_id"), start, end, None,
+                                   error, None if error else _size(result))
     return _decorator(recorder, event)
 
 

@@ -275,12 +275,16 @@ def cmd_capacity(args) -> int:
 
 
 def cmd_demo_server(args) -> int:
-    from .demo_server import serve
+    import os
 
+    from .demo_server import check_exposure, serve
+
+    token = args.token or os.environ.get(config.DEMO_SERVER_TOKEN_ENV_VAR) or None
+    check_exposure(args.host, token)  # before saying it listens: a ValueError is exit 2 with what to do
     print(f"demo tool server (synthetic FinQA) on http://{args.host}:{args.port}: POST /search /list /cat /grade; "
           f"logging to {args.log_dir} (Ctrl-C stops)", flush=True)
     log = serve(port=args.port, log_dir=args.log_dir, host=args.host, rollout_id_header=args.rollout_id_header,
-                run=args.run, fail_rate=args.fail_rate, token=args.token)
+                run=args.run, fail_rate=args.fail_rate, token=token)
     stats = log.stats()
     print(f"logged {stats['events']} events in {len(stats['files'])} file(s), {stats['failures']} failures to log"
           + (f" (last: {stats['last_error']})" if stats["failures"] else "")

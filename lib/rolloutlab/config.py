@@ -139,6 +139,12 @@ CAPTURE_REDACT_FIELDS = ("password", "passwd", "secret", "token", "access_token"
 # (the rest streams through to the endpoint untouched); logged arguments and final answers are cut
 # to this many characters with a marker (the sizes logged stay exact).
 CAPTURE_REQUEST_HOLD_BYTES = 1024 * 1024
+# ...and this much of its end, where its ids may come after a huge field
+CAPTURE_REQUEST_TAIL_BYTES = 64 * 1024
+# a long request's head is scanned this many JSON tokens far for its ids
+CAPTURE_PEEK_TOKENS = 20_000
+# redaction reads JSON this deep; deeper values are replaced, never logged unread
+CAPTURE_REDACT_MAX_DEPTH = 64
 CAPTURE_ARGUMENTS_CHARS = 64 * 1024
 CAPTURE_ANSWER_CHARS = 64 * 1024
 # Headers that are never read as a rollout id (headers are otherwise never logged).

@@ -5,11 +5,19 @@ Tools take the Agent RFT build-hour request body ``{"arguments": "<json string>"
 "id"}`` and answer ``{"output": "...", "call_id", "id"}``: ``POST /search`` ({"query"}),
 ``/list`` ({"path"}), ``/cat`` ({"path"}). ``POST /grade`` takes ``{"id", "item": {"id",
 "reference_answer"}, "model_sample"}`` and answers ``{"score"}``.
+
+With a token set, every route but ``/health`` needs ``Authorization: Bearer <token>`` (calls
+answered 401 are not logged); a server reachable beyond this machine refuses to start without
+one. A malformed request is answered 400 with what is wrong; anything unexpected 500, with one
+line on the ``rolloutlab.demo_server`` logger (never a traceback).
 """
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
+import logging
+import os
 import random
 import re
 import threading
@@ -21,7 +29,9 @@ import pandas as pd
 from fastapi import FastAPI, HTTPException, Request  # module level: FastAPI resolves the annotations here
 
 from . import config, synth
-from .capture import CaptureMiddleware, EventLog, check_rollout_id_header
+from .capture import CaptureMiddleware, EventLog, check_rollout_id_header, exception_text
+
+logger = logging.getLogger("rolloutlab.demo_server")
 
 N_SAMPLES = 200
 TOOLS = ("search", "list", "cat")
@@ -42,6 +52,53 @@ def _normalise(answer: str) -> str:
     return re.sub(r"[\s,$]|usd|million|m$", "", str(answer).lower())
 
 
+class OneLineErrors:
+    """ASGI middleware: an exception becomes a 500 ``{"detail": "internal error"}`` and one log
+    line, instead of a traceback on stderr (the server's own handler re-raises to log one)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracking_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            logger.error("demo server: %s %s failed: %s", scope.get("method"), scope.get("path"),
+                         " ".join(exception_text(exc).split()))
+            if not started:  # else the server closes the connection on the unfinished answer
+                body = b'{"detail":"internal error"}'
+                await send({"type": "http.response.start", "status": 500,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+
+
+def check_exposure(host: str, token: str | None) -> None:
+    """Refuse a server reachable beyond this machine without a token."""
+    if host not in config.LOOPBACK_HOSTS and not token:
+        raise ValueError(f"the demo server would listen on {host}, reachable beyond this machine, without a bearer "
+                         f"token: pass --token TOKEN (or set ${config.DEMO_SERVER_TOKEN_ENV_VAR}), or listen on "
+                         f"127.0.0.1")
+
+
+async def _json_body(request: Request, what: str):
+    """The request's JSON body (None when empty), or a 400 saying ``what`` it must be."""
+    try:
+        raw = await request.body()
+        return json.loads(raw) if raw.strip() else None
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested too deep to read
+        raise HTTPException(status_code=400, detail=f"the body must be JSON: {what}") from None
+
+
 def make_app(log_dir: str | Path, *, rollout_id_header: str | None = None, run: str = config.DEMO_SERVER_RUN,
              token: str | None = None, fail_rate: float = 0.0, latency_s: tuple[float, float] = config.DEMO_TOOL_LATENCY_S,
              seed: int = 0, log: EventLog | None = None, capture: bool = True):
@@ -60,18 +117,26 @@ def make_app(log_dir: str | Path, *, rollout_id_header: str | None = None, run: 
                            graders=("/grade",), rollout_id_header=rollout_id_header, run=run)
     app.state.capture_log = event_log
 
+    app.add_middleware(OneLineErrors)  # added last: outside capture, which logs the failure first
+    expected = f"Bearer {token}".encode() if token is not None else None
+
     def authorize(request: Request) -> None:
-        if token is not None and request.headers.get("authorization") != f"Bearer {token}":
+        given = request.headers.get("authorization", "").encode("latin-1", errors="replace")
+        if expected is not None and not hmac.compare_digest(given, expected):  # in constant time
             raise HTTPException(status_code=401, detail="missing or wrong bearer token")
 
     async def arguments(request: Request) -> tuple[dict, dict]:
         authorize(request)
-        try:
-            body = json.loads(await request.body() or b"null")
-            args = body["arguments"]
-            args = json.loads(args) if isinstance(args, str) else args
-        except (ValueError, KeyError, TypeError):
-            raise HTTPException(status_code=400, detail="the body must be JSON with 'arguments' (a JSON object or its text)")
+        shape = "an object with 'arguments' (a JSON object or its text)"
+        body = await _json_body(request, shape)
+        if not isinstance(body, dict) or "arguments" not in body:
+            raise HTTPException(status_code=400, detail=f"the body must be {shape}")
+        args = body["arguments"]
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except (ValueError, RecursionError):
+                raise HTTPException(status_code=400, detail="'arguments' text is not JSON") from None
         if not isinstance(args, dict):
             raise HTTPException(status_code=400, detail="'arguments' must be a JSON object")
         await asyncio.sleep(rng.uniform(*latency_s))
@@ -105,8 +170,14 @@ def make_app(log_dir: str | Path, *, rollout_id_header: str | None = None, run: 
     @app.post("/grade")
     async def grade(request: Request):
         authorize(request)
-        body = json.loads(await request.body() or b"null")
-        item = (body or {}).get("item") or {}
+        body = await _json_body(request, "a JSON object with 'item' and 'model_sample'")
+        if not isinstance(body, dict):
+            raise HTTPException(status_code=400, detail="the body must be a JSON object with 'item' and 'model_sample'")
+        item = body.get("item")
+        if not isinstance(item, dict) or not isinstance(item.get("id"), (str, int, type(None))) \
+                or not isinstance(item.get("reference_answer"), (str, int, float, type(None))):
+            raise HTTPException(status_code=400, detail="'item' must be a JSON object with 'id' (text) and/or "
+                                                        "'reference_answer'")
         reference = item.get("reference_answer") or references.get(item.get("id"))
         if reference is None:
             raise HTTPException(status_code=422, detail="unknown item: send item.id or item.reference_answer")
@@ -117,28 +188,41 @@ def make_app(log_dir: str | Path, *, rollout_id_header: str | None = None, run: 
         return {"ok": True}
 
     @app.get("/capture/stats")
-    async def capture_stats():
-        return event_log.stats()
+    async def capture_stats(request: Request):
+        authorize(request)
+        stats = event_log.stats()
+        # file names only: where the server keeps its logs is not the client's business
+        return {"events": stats["events"], "failures": stats["failures"],
+                "unauthenticated": stats["unauthenticated"], "files": [Path(f).name for f in stats["files"]],
+                "last_error": stats["last_error"] and stats["last_error"].split(":", 1)[0]}
 
     return app
 
 
 def serve(port: int = config.DEMO_SERVER_PORT, log_dir: str | Path = config.DEMO_SERVER_DIR,
-          host: str = config.DEMO_SERVER_HOST, **options) -> EventLog:
-    """Run the demo server in the foreground (uvicorn) until interrupted; returns its log."""
+          host: str = config.DEMO_SERVER_HOST, token: str | None = None, **options) -> EventLog:
+    """Run the demo server in the foreground (uvicorn) until interrupted; returns its log.
+    ``token``: else ``$ROLLOUTLAB_DEMO_TOKEN`` (config.DEMO_SERVER_TOKEN_ENV_VAR); required
+    when ``host`` is not a loopback address."""
     import uvicorn
 
-    app = make_app(log_dir, **options)
+    token = token or os.environ.get(config.DEMO_SERVER_TOKEN_ENV_VAR) or None
+    check_exposure(host, token)
+    app = make_app(log_dir, token=token, **options)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     return app.state.capture_log
 
 
 @contextmanager
-def running(log_dir: str | Path, host: str = config.DEMO_SERVER_HOST, port: int = 0, **options):
-    """The demo server on a background thread (``port=0``: any free port); yields its base URL."""
+def running(log_dir: str | Path, host: str = config.DEMO_SERVER_HOST, port: int = 0, token: str | None = None,
+            **options):
+    """The demo server on a background thread (``port=0``: any free port); yields its base URL.
+    ``token`` is required when ``host`` is not a loopback address."""
     import uvicorn
 
-    app = make_app(log_dir, **options)
+    token = token or None
+    check_exposure(host, token)
+    app = make_app(log_dir, token=token, **options)
     # uvicorn binds the port itself: handed a ready socket, it answered keep-alive requests 40 ms late
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -184,12 +268,12 @@ async def _drive(url: str, rollouts: int, concurrency: int, seed: int, token: st
         row = {"rollout_id": rollout_id, "kind": kind, "path": path, "http_status": None, "error": None}
         try:
             async with session.post(url + path, json=body, headers={**headers, **extra}) as response:
+                row["http_status"] = response.status  # a status line is an answer a client may act on
                 await response.read()
-                row["http_status"] = response.status
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             row["error"] = type(exc).__name__
         answered.append(row)
-        return row["http_status"]
+        return None if row["error"] else row["http_status"]
 
     async def one(session, plan):
         rollout_id, item, calls, final = plan
@@ -217,6 +301,7 @@ def drive(url: str, rollouts: int = config.DEMO_DRIVE["rollouts"], concurrency: 
           think_s: tuple[float, float] = (0.0, 0.01), timeout: float = 30.0) -> pd.DataFrame:
     """Run ``rollouts`` synthetic rollouts against a demo server, ``concurrency`` at once (all
     start together: a training step's burst). Returns one row per request: rollout_id, kind
-    (tool/grade), path, http_status (None when no answer came), error."""
+    (tool/grade), path, http_status (None when no status line came; set, with an error, when
+    the body was then cut off), error."""
     rows = asyncio.run(_drive(url, rollouts, concurrency, seed, token, rollout_id_header, prefix, think_s, timeout))
     return pd.DataFrame(rows, columns=["rollout_id", "kind", "path", "http_status", "error"])
