@@ -106,3 +106,66 @@ def test_files_read_from_another_root(spark, tmp_path):
     shutil.move(tmp_path / "lake", tmp_path / "elsewhere")
     sc = rs.connect(tmp_path / "manifest", spark=spark, root=(tmp_path / "elsewhere").as_uri())
     same(rl.summary(con), rl.summary(sc), "summary")
+
+
+def test_run_labels_come_back_identical(spark, tmp_path):
+    """Non-ASCII, / : = % and spaces in run labels: the same runs on Spark as on DuckDB (a lake of
+    version 1 gave "modÃ¨le-v2" on Spark, and its summary no rows)."""
+    from rolloutlab import spark as rs
+    from test_lake_checks import LABELS, odd_runs
+
+    paths, _ = synth.write_judged(tmp_path / "native", samples=4, attempts=2, messages=False, seed=2)
+    con = lake_of(tmp_path, [*paths, odd_runs(tmp_path / "odd.jsonl")])
+    sc = rs.connect(tmp_path / "lake", spark=spark)
+    view = rl.connect_lake(tmp_path / "lake")
+    assert set(LABELS) <= set(rl.summary(con).run)
+    for other in (sc, view):
+        labels = [r[0] for r in other.execute("SELECT DISTINCT run_id FROM rollouts ORDER BY 1").fetchall()]
+        assert labels == [r[0] for r in con.execute("SELECT DISTINCT run_id FROM rollouts ORDER BY 1").fetchall()]
+    same(rl.summary(con), rl.summary(sc), "summary")
+    same(rl.summary(con), rl.summary(view), "summary over connect_lake")
+    for run in LABELS:
+        same(rl.tool_stats(con, run), rl.tool_stats(sc, run), f"tool_stats {run}")
+
+
+def test_a_lake_folder_with_glob_characters(spark, tmp_path):
+    from rolloutlab import spark as rs
+
+    paths, _ = synth.write_judged(tmp_path / "native", samples=4, attempts=2, messages=False, seed=4)
+    con = rl.connect(tmp_path / "db.duckdb")
+    rl.ingest(con, paths, progress=False)
+    rl.export(con, tmp_path / "lake[1]", progress=False)
+    rl.export(con, tmp_path / "lake1", progress=False)  # what "lake[1]" means as a glob: must not be read
+    (tmp_path / "lake1" / "runs.parquet").unlink()
+    same(rl.summary(con), rl.summary(rs.connect(tmp_path / "lake[1]", spark=spark)), "summary")
+
+
+def test_a_lake_spark_cannot_trust_is_refused(spark, tmp_path):
+    import json
+
+    from rolloutlab import lake, spark as rs
+
+    paths, _ = synth.write_judged(tmp_path / "native", samples=4, attempts=2, messages=True, seed=6)
+    con = lake_of(tmp_path, paths)
+    manifest = tmp_path / "lake" / lake.MANIFEST
+    meta = json.loads(manifest.read_text())
+    pwned = tmp_path / "pwned"
+    crafted = json.loads(json.dumps(meta))
+    crafted["tables"]["messages"].update(rows=0, types=[f"VARCHAR) AS x; COPY (SELECT 1) TO '{pwned}' --"] * 6)
+    manifest.write_text(json.dumps(crafted))
+    with pytest.raises(lake.LakeError, match="messages.*types"):
+        rs.connect(tmp_path / "lake", spark=spark)
+    assert not pwned.exists()
+    # a row count that is not the files': refused (one Spark query)
+    crafted = json.loads(json.dumps(meta))
+    crafted["tables"]["grades"]["rows"] += 1
+    manifest.write_text(json.dumps(crafted))
+    n = con.execute("SELECT count(*) FROM grades").fetchone()[0]
+    with pytest.raises(lake.LakeError, match=f"grades has {n} rows, its manifest says {n + 1}"):
+        rs.connect(tmp_path / "lake", spark=spark)
+    # a file cut off: named
+    manifest.write_text(json.dumps(meta))
+    bad = tmp_path / "lake" / "rollouts" / "run_id=base" / "data_0.parquet"
+    bad.write_bytes(bad.read_bytes()[:100])
+    with pytest.raises(lake.LakeError, match=f"{bad}: not a readable Parquet file"):
+        rs.connect(tmp_path / "lake", spark=spark)

@@ -131,30 +131,65 @@ class SparkResult:
         return {c: df[c].to_numpy() for c in df.columns}
 
 
+_HADOOP_GLOB = "\\{}[]*?"
+
+
+def hadoop_literal(path: str) -> str:
+    """``path`` as Spark's file readers take it literally: Hadoop expands { } [ ] * ? in every
+    path it is given, and a backslash makes the next character itself."""
+    return "".join("\\" + c if c in _HADOOP_GLOB else c for c in path)
+
+
+def _local_root(lake: Path, root: str | None) -> Path | None:
+    """The local folder of the lake's files, when they are local (to name a corrupt one)."""
+    if root is None:
+        return lake
+    if root.startswith("file:"):
+        from urllib.parse import unquote, urlparse
+
+        return Path(unquote(urlparse(root).path))
+    return None if "://" in root else Path(root)
+
+
 class SparkConnection:
     """A Spark session with the lake's tables as temporary views; ``execute`` takes the DuckDB
-    SQL of the builders."""
+    SQL of the builders. ``verify``: check the lake first (``lake.check_lake``: row counts against
+    the manifest, every row's rollout, source and run there), as ``connect_lake`` does."""
 
-    def __init__(self, spark, lake: str | os.PathLike, root: str | None = None):
+    def __init__(self, spark, lake: str | os.PathLike, root: str | None = None, verify: bool = True):
         self.spark = spark
         self.lake = Path(lake)
         self.root = (root or str(self.lake)).rstrip("/")  # where Spark reads the files: s3a://... on a cluster
-        self.tables = lakes.manifest(lake)["tables"]
+        self.tables = lakes.manifest(lake)["tables"]  # checked: the store's own columns, types and paths
+        self.queries: list[str] = []  # every statement sent, in Spark's dialect
         # Spark SQL has no lgamma (pass@k). Spark runs a Python function on every row, even in a CASE
         # branch the row does not take, so its poles give NULL instead of raising.
         spark.udf.register("lgamma", _lgamma, "double")
-        for table, info in self.tables.items():
-            self._view(table, info)
-        self.queries: list[str] = []  # every statement sent, in Spark's dialect
+        try:
+            for table, info in self.tables.items():
+                self._view(table, info)
+            if verify:
+                lakes.check_lake(self, self.root, lakes.views(), self.tables, types=False)
+        except lakes.LakeError:
+            raise
+        except Exception as exc:  # Spark's own errors (AnalysisException, Py4JJavaError, ...): name the file
+            local = _local_root(self.lake, root)
+            found = lakes.unreadable(local, exc) if local is not None and local.is_dir() else None
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            raise found or lakes.LakeError(f"{self.root}: the lake could not be read on Spark ({type(exc).__name__}: "
+                                           f"{first}); check its files, or export it again") from exc
 
     def _view(self, table: str, info: dict) -> None:
-        root = f"{self.root}/{info['path']}"
-        if info["partition_by"] and not info["rows"]:
-            frame = self.spark.sql(to_spark_sql(lakes.empty_table_sql(info)))
-        elif info["partition_by"]:
-            frame = self.spark.read.option("basePath", root).parquet(root).select(*info["columns"])
+        columns = info["columns"]  # the store's, checked by lakes.manifest
+        path = hadoop_literal(f"{self.root}/{lakes.expected_path(table)}")
+        if table in lakes.PARTITIONED and not info["rows"]:
+            frame = self.spark.sql(to_spark_sql(lakes.empty_table_sql(table)))
+        elif table in lakes.PARTITIONED:
+            # run_id from the files, not from the folder names: Spark's partition discovery turns each
+            # %XX escape into one character, not a UTF-8 byte ("mod%C3%A8le" came back "modÃ¨le")
+            frame = self.spark.read.option("recursiveFileLookup", "true").parquet(path).select(*columns)
         else:
-            frame = self.spark.read.parquet(root).select(*info["columns"])
+            frame = self.spark.read.parquet(path).select(*columns)
         frame.createOrReplaceTempView(table)
 
     def execute(self, sql: str, params: dict | None = None) -> SparkResult:
@@ -180,11 +215,14 @@ def session(master: str | None = None, app_name: str = "rolloutlab"):
     return spark
 
 
-def connect(lake: str | os.PathLike, spark=None, master: str | None = None, root: str | None = None) -> SparkConnection:
+def connect(lake: str | os.PathLike, spark=None, master: str | None = None, root: str | None = None,
+            verify: bool = True) -> SparkConnection:
     """The lake on Spark: ``spark`` an existing session (a cluster's; apply ``SPARK_CONF`` to it),
     else a local one. ``lake``: a local folder holding the lake's manifest; ``root``: where Spark
-    reads the Parquet files when they are elsewhere (``s3a://bucket/lake``), else ``lake``."""
-    return SparkConnection(spark or session(master), lake, root)
+    reads the Parquet files when they are elsewhere (``s3a://bucket/lake``), else ``lake``.
+    ``verify`` (default): refuse a lake whose row counts differ from its manifest or whose rows
+    name a rollout, source or run it lacks (one Spark query; ``verify=False`` skips it)."""
+    return SparkConnection(spark or session(master), lake, root, verify)
 
 
 def compare_inputs(con, base: str, candidate: str, pass_threshold: float | None = None,
