@@ -1,8 +1,10 @@
 """JupyterLab, headless, on a local port: notebook 01-explore run in Chromium; the explorer
-widget renders and follows a filter change."""
+widget renders, follows a filter change, and opens a clicked rollout: native with messages,
+endpoint logs (tool calls only) and a real tau2 rollout."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -15,6 +17,8 @@ import pytest
 import rolloutlab as rl
 from rolloutlab import config, synth
 
+TAU2_FILE = "tau2-sft/gpt-4.1_airline_default_gpt-4.1_1trials.json"  # under config.real_data_dir()
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -22,12 +26,33 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def run_all_cells(page) -> None:
+    """Run > Run All Cells once the notebook has its kernel. Before that, the run opens a dialog
+    and runs nothing (the notebook toolbar says idle even then; the status bar does not)."""
+    ready = page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\(ipykernel\) \| Idle")).first
+    ready.wait_for(timeout=90_000)
+    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+    page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lab")
     db = folder / "lab.duckdb"
     con = rl.connect(db)
-    rl.ingest(con, synth.write_native(folder / "logs", samples=25, attempts=3, seed=3))
+    rl.ingest(con, synth.write_native(folder / "logs", samples=25, attempts=3, seed=3), progress=False)
+    rl.ingest(con, synth.write_endpoint(folder / "endpoint", samples=3, attempts=1, steps=(3,), replicas=1),
+              progress=False)
+    tau2 = config.real_data_dir() / TAU2_FILE
+    if tau2.exists():
+        rl.ingest(con, tau2, run="tau2-airline", progress=False)
+    # per kind: the rollout with most tool calls, with its sample, message and tool-call counts
+    opened = {kind: con.execute(
+        """SELECT rollout_id, sample_id, n_tool_calls,
+                  (SELECT count(*) FROM messages m WHERE m.rollout_id = r.rollout_id)
+           FROM rollouts r WHERE run_id = ? ORDER BY n_tool_calls DESC, rollout_id LIMIT 1""", [run]).fetchone()
+        for kind, run in (("native", "base"), ("endpoint", "train-step3"), ("tau2", "tau2-airline"))}
+    total = con.execute("SELECT count(*) FROM rollouts").fetchone()[0]
     con.close()
     # a copy: JupyterLab autosaves, and the stored notebooks must stay without outputs
     notebooks = folder / "notebooks"
@@ -51,7 +76,7 @@ def lab(tmp_path_factory):
     else:
         server.kill()
         pytest.fail("JupyterLab did not start within 60 s")
-    yield url, token, notebooks
+    yield url, token, notebooks, {"opened": opened, "total": total, "tau2": tau2}
     server.terminate()
     try:
         server.wait(timeout=10)
@@ -60,22 +85,45 @@ def lab(tmp_path_factory):
 
 
 def test_explore_notebook_runs_and_the_widget_responds(browser, lab, tmp_path):
-    url, token, _ = lab
+    url, token, _, data = lab
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{url}/lab/tree/01-explore.ipynb?token={token}")
+    page.goto(f"{url}/lab/workspaces/explore/tree/01-explore.ipynb?token={token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    page.wait_for_timeout(2000)  # the kernel starts
-    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-    page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+    run_all_cells(page)
     count = page.locator(".rl-count").first
     count.wait_for(timeout=120_000)
-    assert "150 rollouts match" in count.inner_text()
-    page.locator(".widget-text input").first.fill("fin-00001")
+    assert f"{data['total']} rollouts match" in count.inner_text()
+    search = page.locator(".widget-text input").first
+    search.fill("fin-00001")  # the native runs' sample (endpoint samples are fin-train-...)
     page.wait_for_function(
         "() => { const c = document.querySelector('.rl-count'); return c && c.textContent.startsWith('6 rollouts') }",
         timeout=30_000)
+
+    # a click on a row opens its trajectory: the transcript with each turn's calls in place
+    for kind, row in data["opened"].items():
+        if kind == "tau2" and not data["tau2"].exists():
+            continue  # skipped below, with the reason
+        rollout_id, sample_id, n_calls, n_messages = row
+        search.fill(rollout_id)
+        page.locator(".rl-trajectory").wait_for(state="detached", timeout=30_000)  # the list changed
+        page.wait_for_function("() => { const c = document.querySelector('.rl-count');"
+                               "  return c && c.textContent.startsWith('1 rollouts') }", timeout=30_000)
+        page.locator(".rl-rows select option").first.click()
+        trajectory = page.locator(".rl-trajectory")
+        trajectory.wait_for(timeout=15_000)
+        assert f"sample {sample_id}" in trajectory.inner_text()
+        assert trajectory.locator(".rl-call").count() == n_calls > 0, kind
+        messages = trajectory.locator(".rl-msg")
+        if kind == "endpoint":  # no messages in endpoint logs: the calls, listed by turn
+            assert n_messages == 0 and messages.first.locator(".rl-role").inner_text() == "turn 0"
+        else:
+            assert n_messages > 0 and trajectory.locator(".rl-role", has_text="user").count() > 0
+            assert trajectory.locator("pre.rl-out").count() == n_calls  # each call's output under it
     page.screenshot(path=str(tmp_path / "lab.png"))
     page.close()
+    if not data["tau2"].exists():
+        pytest.skip(f"native and endpoint rollouts opened; the tau2 one was not: real logs not found at "
+                    f"{data['tau2']} (set ${config.REAL_DATA_ENV_VAR} to their folder)")
 
 
 DOLLARS = "fin-00070: '$28.9M' scored 0.8, 1; fin-00086: '$17.7M' scored 0, 1"
@@ -88,7 +136,7 @@ def test_dollar_amounts_are_not_typeset_as_math(browser, lab, tmp_path):
     the explorer are checked in a real JupyterLab; a control cell proves MathJax is active."""
     import nbformat
 
-    url, token, notebooks = lab
+    url, token, notebooks, _ = lab
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [
@@ -103,11 +151,11 @@ def test_dollar_amounts_are_not_typeset_as_math(browser, lab, tmp_path):
     ]
     nbformat.write(nb, notebooks / "dollars.ipynb")
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{url}/lab/tree/dollars.ipynb?token={token}")
+    # a workspace of its own: the other test's notebook, its kernel still running, is not restored in
+    # a hidden tab (whose explorer would be the first .rl-count on the page)
+    page.goto(f"{url}/lab/workspaces/dollars/tree/dollars.ipynb?token={token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    page.wait_for_timeout(2000)
-    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-    page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+    run_all_cells(page)
     page.locator(".rl-count").first.wait_for(timeout=120_000)
     page.locator(".jp-RenderedMarkdown mjx-container").first.wait_for(timeout=30_000)  # MathJax is on
     page.wait_for_timeout(1500)

@@ -9,6 +9,7 @@ import pytest
 
 matplotlib.use("Agg")
 
+import rolloutlab as rl  # noqa: E402
 from rolloutlab import plots  # noqa: E402
 from rolloutlab.plots import interactive as pi, static as ps  # noqa: E402
 from rolloutlab.plots.style import BASE_COLOR, CANDIDATE_COLOR, SIGNAL_COLOR  # noqa: E402
@@ -193,3 +194,18 @@ def test_in_flight_steps():
     assert all(t.line.shape == "hv" for t in figi.data)
     with pytest.raises(ValueError):
         ps.in_flight(IN_FLIGHT.iloc[0:0])
+
+
+@pytest.mark.parametrize("draw", [ps.quadrants, pi.quadrants, ps.sample_scores])
+def test_paired_plots_say_the_runs_share_no_samples(load, draw):
+    """sample_deltas of two runs on different samples is empty: the figure names both runs
+    instead of saying a run has no counted rollouts."""
+    from conftest import rollout
+
+    con = load([rollout("a", f"s{i}", 1.0) for i in range(3)] + [rollout("b", f"t{i}", 0.0) for i in range(2)])
+    deltas = rl.sample_deltas(con, "a", "b")
+    assert deltas.empty and set(rl.sample_stats(con, "b").sample_id) == {"t0", "t1"}
+    with pytest.raises(plots.EmptyDataError) as err:
+        draw(deltas, "a", "b")
+    assert "a and b share no scored samples" in str(err.value) and "no counted rollouts" not in str(err.value)
+    assert "evaluated on the same samples" in str(err.value)

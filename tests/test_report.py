@@ -37,6 +37,7 @@ def test_content_escaping_and_self_containment(report_db, tmp_path):
     for section in ("headline", "readiness", "variance", "tool-calls", "latency", "per-sample", "training",
                     "methods"):
         assert f"<section id='{section}'>" in html
+    assert f"<p class='sub'>rolloutlab {rl.__version__} · generated" in html
     path = rl.write_report(report_db, "base", "cand", tmp_path / "r.html", n_boot=100, progress=False)
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
@@ -89,6 +90,7 @@ def test_graders_and_suspects_sections(load, con):
     suspects = suspects[:suspects.index("</section>")]
     n = len(rl.audit(con, "step10", base="base"))
     assert f"{n} suspect rollouts" in suspects and "grader_injection" in suspects
+    assert "explorer (notebook 01-explore" in suspects and "notebook 04" not in suspects  # 04 is latency
     assert "<script>window.__pwned" not in suspects and "&lt;script&gt;window.__pwned=1" in suspects
 
 
@@ -105,3 +107,84 @@ def test_capacity_section(load, con):
     assert "30 × 2 = 60 rollouts" in section
     assert "<td>40</td>" in section and "<td>20</td>" in section  # projected peaks (test_capacity)
     assert "<b>cat</b>" not in section and "&lt;b&gt;cat&lt;/b&gt;" in section
+
+
+def test_runs_without_shared_samples_are_named(load, con, db_path, tmp_path, capsys):
+    """Two runs on different samples have nothing to pair: the report says so, naming both runs,
+    instead of blaming one run for having no counted rollouts."""
+    from rolloutlab import cli
+
+    load([rollout("a<b>", f"s{i}", float(i % 2), ["search"]) for i in range(4)]
+         + [rollout("other", f"t{i}", float(i % 2), ["search"]) for i in range(3)])
+    with pytest.raises(ValueError) as err:
+        rl.build_report(con, "a<b>", "other", n_boot=50, progress=False)
+    message = str(err.value)
+    assert "a<b> and other share no samples" in message and "4 samples only in a<b>, 3 only in other" in message
+    assert "evaluated on the same samples" in message and "no counted rollouts" not in message
+    con.close()
+    code = cli.main(["report", "--db", str(db_path), "--base", "a<b>", "--candidate", "other",
+                     "-o", str(tmp_path / "r.html"), "--n-boot", "50"])
+    assert code == cli.EXIT_USAGE and not (tmp_path / "r.html").exists()
+    assert "a<b> and other share no samples" in capsys.readouterr().err
+
+
+def test_shared_samples_none_scored_in_both(load, con):
+    """Shared samples whose rollouts in one run were all infra errors: nothing scored to pair."""
+    load([rollout("a", f"s{i}", 1.0, ["search"]) for i in range(3)]
+         + [rollout("b", f"s{i}", None, ["search"], status="infra_error") for i in range(3)])
+    with pytest.raises(ValueError, match=r"a and b share 3 samples, but none has a counted rollout in both runs"):
+        rl.build_report(con, "a", "b", n_boot=50, progress=False)
+
+
+def _imports(module: str) -> set[str]:
+    """What a module of the package imports, as 'module' or 'module:name' (relative: leading dots)."""
+    import ast
+    from pathlib import Path
+
+    import rolloutlab
+
+    tree = ast.parse((Path(rolloutlab.__file__).parent / module).read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            found |= {base} | {f"{base}:{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found
+
+
+def test_report_needs_no_widgets_and_no_package_init():
+    """The report takes its escaper from htmltext and its version from version: it needs no widget
+    module, and no module imports the package it belongs to (a cycle while the package loads)."""
+    from rolloutlab import htmltext, report, version, widgets
+
+    imports = _imports("report.py")
+    assert ".htmltext:esc" in imports and ".version:__version__" in imports
+    assert not any(i.startswith(".widgets") for i in imports) and ".:__version__" not in imports
+    assert report._e is htmltext.esc is widgets.esc
+    assert rl.__version__ == version.__version__ == "0.1.0"
+    # one escaper: the explorer and the plotly figures use the same one
+    assert ".htmltext:esc" in _imports("widgets.py") and "..htmltext:esc" in _imports("plots/interactive.py")
+    assert "html" not in _imports("plots/interactive.py")
+
+
+def test_no_module_imports_from_its_package_init():
+    """``from . import x`` names a module, never a name the package's __init__ defines (the
+    version, say): __init__ imports those modules, so that would be an import cycle."""
+    import ast
+    from pathlib import Path
+
+    import rolloutlab
+
+    root = Path(rolloutlab.__file__).parent
+    wrong = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level and node.module is None:
+                package = path.parent
+                for _ in range(node.level - 1):
+                    package = package.parent
+                wrong += [f"{path.relative_to(root)}: {a.name}" for a in node.names
+                          if not ((package / f"{a.name}.py").exists() or (package / a.name / "__init__.py").exists())]
+    assert wrong == []

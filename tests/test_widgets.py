@@ -1,10 +1,12 @@
 """Explorer logic: filters, paging, sorting, selection, compare mode, escaping; and the widget."""
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 import rolloutlab as rl
 from rolloutlab import widgets as wd
+from rolloutlab.config import REAL_DATA_ENV_VAR
 from conftest import rollout
 
 EVIL = "<script>window.__pwned=1</script><img src=x onerror=alert(1)>"
@@ -63,22 +65,21 @@ def test_table_and_trajectory_escape_log_text(con_x):
     assert "2 tool calls in 1 turns" in page
 
 
-def test_timeline_puts_parallel_calls_side_by_side():
-    import pandas as pd
-    calls = pd.DataFrame({"tool": ["a", "b<i>", "c"], "turn_idx": [0, 0, 1], "status": ["ok", "ok", "error"],
-                          "latency_s": [1.0, 1.0, 1.0], "error": [None, None, "HTTP 503"],
-                          "started_at": pd.to_datetime(["2025-01-01 00:00:00", "2025-01-01 00:00:00",
-                                                        "2025-01-01 00:00:02"]),
-                          "ended_at": pd.to_datetime(["2025-01-01 00:00:01", "2025-01-01 00:00:01",
-                                                      "2025-01-01 00:00:03"])})
-    out = wd.timeline_html(calls, width=300)
+def test_timeline_puts_parallel_calls_side_by_side(load):
+    calls = [{"tool": "a", "turn": 0, "started_at": "2025-01-01T00:00:00Z", "ended_at": "2025-01-01T00:00:01Z"},
+             {"tool": "b<i>", "turn": 0, "started_at": "2025-01-01T00:00:00Z", "ended_at": "2025-01-01T00:00:01Z"},
+             {"tool": "c", "turn": 1, "status": "error", "error": "HTTP 503",
+              "started_at": "2025-01-01T00:00:02Z", "ended_at": "2025-01-01T00:00:03Z"}]
+    untimed = [{k: v for k, v in c.items() if not k.endswith("_at")} for c in calls]
+    con = load([{"run": "t", "sample_id": "s", "rollout_id": "timed", "score": 1.0, "tool_calls": calls},
+                {"run": "t", "sample_id": "s", "rollout_id": "untimed", "score": 1.0, "tool_calls": untimed}])
+    out = wd.timeline_html(wd.trajectory(con, "timed").calls, width=300)
     assert out.count("class='rl-bar'") == 3
     assert "top:0px" in out and "top:6px" in out and "top:24px" in out  # lanes within turn 0, then turn 1
     assert "background:#D55E00" in out and "HTTP 503" in out
     assert "b&lt;i&gt;" in out and "<i>" not in out
     assert "0 → 3.0 s" in out
-    untimed = calls.assign(started_at=pd.NaT, ended_at=pd.NaT)
-    assert "no timestamps in this format" in wd.timeline_html(untimed)
+    assert "no timestamps in this format" in wd.timeline_html(wd.trajectory(con, "untimed").calls)
 
 
 def test_compare_mode_shows_attempts_per_run(con_x):
@@ -105,26 +106,27 @@ def test_widget_builds_and_follows_a_filter_change(con_x):
     assert "rl-compare" in detail.value
 
 
-def test_trajectory_shows_each_turns_calls_in_place():
-    import pandas as pd
-    calls = pd.DataFrame({"tool": ["search", "cat"], "turn_idx": [0, 1], "status": ["ok", "error"],
-                          "latency_s": [0.25, 1.5], "error": [None, "HTTP 503"], "output_chars": [1234, 0],
-                          "arguments": ['{"q":"<b>x</b>"}', '{"path":"a"}'],
-                          "started_at": pd.NaT, "ended_at": pd.NaT})
-    messages = pd.DataFrame({"role": ["user", "assistant", "tool", "assistant", "tool", "assistant"],
-                             "content": ["q?", "", "result <i>one</i>", "", "failed", "The answer is 4"],
-                             "turn": [0, 0, 0, 1, 1, 2]})
-    out = wd.transcript_html(messages, calls)
+def test_trajectory_shows_each_turns_calls_in_place(load):
+    calls = [{"tool": "search", "turn": 0, "latency_s": 0.25, "output_chars": 1234, "arguments": {"q": "<b>x</b>"}},
+             {"tool": "cat", "turn": 1, "status": "error", "error": "HTTP 503", "latency_s": 1.5, "output_chars": 0,
+              "arguments": {"path": "a"}}]
+    messages = [{"role": r, "content": c, "turn": t} for r, c, t in (
+        ("user", "q?", 0), ("assistant", "", 0), ("tool", "result <i>one</i>", 0), ("assistant", "", 1),
+        ("tool", "failed", 1), ("assistant", "The answer is 4", 2))]
+    con = load([{"run": "t", "sample_id": "s", "rollout_id": "r1", "score": 1.0, "tool_calls": calls,
+                 "messages": messages}])
+    t = wd.trajectory(con, "r1")
+    out = wd.transcript_html(t.messages, t.calls)
     # the empty assistant turns say what they did; calls sit under them with their facts and outputs
     assert out.count("called 1 tool(s)") == 2 and out.count("class='rl-call") == 2
     first = out.index("search(")
     assert out.index("called 1 tool(s)") < first < out.index("result &lt;i&gt;one&lt;/i&gt;") < out.index("cat(")
-    assert "{&quot;q&quot;:&quot;&lt;b&gt;x&lt;/b&gt;&quot;}" in out and "<b>x" not in out
+    assert wd.esc(t.calls.arguments[0]) in out and "&lt;b&gt;x&lt;/b&gt;" in out and "<b>x" not in out
     assert "0.25 s · 1,234 chars out" in out and "HTTP 503" in out and "rl-failed" in out
     assert out.count("rl-msg rl-tool") == 0  # tool messages are shown under their calls, not again
     assert out.rindex("The answer is 4") > out.index("cat(")
     # without a transcript the calls are listed by turn
-    bare = wd.transcript_html(messages.iloc[0:0], calls)
+    bare = wd.transcript_html(t.messages.iloc[0:0], t.calls)
     assert bare.count("class='rl-call") == 2 and "turn 0" in bare and "turn 1" in bare
 
 
@@ -138,3 +140,148 @@ def test_suspects_filter(load, con):
     assert total == 1 and rows.rollout_id.tolist() == ["r-hack"]
     assert wd.page(con, wd.Filters(runs=("r",), only=()))[1] == 0
     assert "audit: the answer addresses" in wd.trajectory_html(wd.trajectory(con, "r-hack"), suspect=found["r-hack"])
+
+
+# ---- the explorer on frames the store really returns ------------------------------------------
+
+TAU2_FILE = "tau2-sft/gpt-4.1_airline_default_gpt-4.1_1trials.json"
+BARE = {"run": "bare", "sample_id": "b1", "rollout_id": "r-bare", "score": 1.0,  # native, no turns logged
+        "tool_calls": [{"tool": "search"}, {"tool": "cat"}],
+        "messages": [{"role": "user", "content": "find <it>"}, {"role": "assistant", "content": "looking"},
+                     {"role": "tool", "content": "found <b>it</b>"}, {"role": "assistant", "content": "done"}]}
+# kind -> its run; the rollout opened is the run's one with most tool calls, then most messages
+KINDS = {"native": "base", "endpoint": "train-step3", "inspect": "inspect-revenue", "tau2": "tau2-airline",
+         "bare": "bare"}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Demo-like data through the real ingest: native rollouts with messages (run base), endpoint
+    logs of a training step (run train-step3, no messages), the Inspect fixture, a native record
+    without turns, and a real tau2 file when the real logs are present."""
+    import json
+
+    from conftest import FIXTURES
+    from rolloutlab import config, synth
+
+    folder = tmp_path_factory.mktemp("store")
+    (folder / "bare.jsonl").write_text(json.dumps(BARE) + "\n")
+    paths = (synth.write_native(folder / "native", samples=4, attempts=1, checkpoints=("base",), seed=5)
+             + synth.write_endpoint(folder / "endpoint", samples=4, attempts=1, steps=(3,), replicas=1)
+             + [folder / "bare.jsonl"])
+    con = rl.connect(folder / "store.duckdb")
+    assert rl.ingest(con, paths, progress=False).rejected.sum() == 0
+    inspect = rl.ingest(con, FIXTURES / "inspect" / "revenue-zstd.eval", run="inspect-revenue", progress=False)
+    assert inspect.rejected.sum() == 0
+    tau2 = config.real_data_dir() / TAU2_FILE
+    if tau2.exists():
+        assert rl.ingest(con, tau2, run="tau2-airline", progress=False).rejected.sum() == 0
+    yield con, tau2
+    con.close()
+
+
+def _chosen(store, kind) -> str:
+    con, tau2 = store
+    if kind == "tau2" and not tau2.exists():
+        pytest.skip(f"real tau2 logs not found at {tau2} (set ${REAL_DATA_ENV_VAR} to their folder)")
+    row = con.execute("""SELECT r.rollout_id FROM rollouts r
+                         LEFT JOIN (SELECT rollout_id, count(*) AS n FROM messages GROUP BY 1) m USING (rollout_id)
+                         WHERE run_id = ? ORDER BY n_tool_calls DESC, coalesce(m.n, 0) DESC, rollout_id LIMIT 1""",
+                      [KINDS[kind]]).fetchone()
+    assert row, f"no rollout of run {KINDS[kind]}"
+    return row[0]
+
+
+def _assert_shows_everything(t: wd.Trajectory, out: str) -> None:
+    """Every tool call once, every message's text escaped (a tool output under its call, cut)."""
+    assert out.count("class='rl-call") == len(t.calls) == t.rollout["n_tool_calls"]
+    for c in t.calls.itertuples():
+        assert f"<code>{wd.esc(c.tool)}(" in out
+    for m in t.messages.itertuples():
+        text = "" if pd.isna(m.content) else str(m.content)
+        if text.strip():
+            assert wd.esc(text, wd.OUTPUT_START if m.role == "tool" else None) in out, (m.role, text[:80])
+    assert out.count("<span class='rl-role'>user</span>") == int((t.messages.role == "user").sum())
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_trajectory_html_on_store_frames(store, kind):
+    con, _ = store
+    t = wd.trajectory(con, _chosen(store, kind))
+    out = wd.trajectory_html(t)
+    _assert_shows_everything(t, out)
+    n_tool_msgs = int((t.messages.role == "tool").sum())
+    if kind == "native":
+        assert len(t.messages) and n_tool_msgs == len(t.calls) > 0
+        assert out.count("<pre class='rl-out'>") == n_tool_msgs and "rl-msg rl-tool" not in out  # under their calls
+        assert t.rollout["status"] == "ok" and f"<pre>The answer is {wd.esc(t.rollout['final_answer'])}.</pre>" in out
+    elif kind == "endpoint":
+        assert t.messages.empty and len(t.calls) > 0
+        assert out.count("<span class='rl-role'>turn ") == t.calls.turn_idx.nunique()  # calls listed by turn
+    elif kind == "inspect":
+        company = "co" + t.rollout["sample_id"].split(":q")[1]  # revenue:q2 asks about co2
+        assert f"What is {company}&#x27;s revenue?" in out and "lookup(" in out
+        assert f"<pre class='rl-out'>{company} revenue: $" in out and "rl-msg rl-tool" not in out
+    elif kind == "tau2":
+        assert n_tool_msgs == len(t.calls) and out.count("<pre class='rl-out'>") == n_tool_msgs
+        assert t.rollout["sample_id"].startswith("airline:")
+    elif kind == "bare":  # messages without a turn: shown in order, the calls listed by turn after them
+        assert t.messages.turn_idx.isna().all()
+        assert "find &lt;it&gt;" in out and "found &lt;b&gt;it&lt;/b&gt;" in out and "<b>it" not in out
+        assert out.index("<pre>done</pre>") < out.index("<span class='rl-role'>turn 0</span>") < out.index("cat(")
+
+
+def _open(app, rollout_id: str) -> str:
+    """Search a rollout by its id and click its row, as a user would; the detail pane's HTML."""
+    filters, table, rows, nav, detail = app.children
+    filters.children[3].value = rollout_id
+    assert "1 rollouts match" in table.value
+    rows.value = rows.options[0][1]
+    return detail.value
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_widget_opens_store_rollouts(store, kind):
+    con, _ = store
+    rollout_id = _chosen(store, kind)
+    detail = _open(rl.explore(con), rollout_id)
+    expected = wd.trajectory_html(wd.trajectory(con, rollout_id))
+    assert expected in detail and detail.count("class='rl-call") == expected.count("class='rl-call") > 0
+
+
+def test_callback_errors_show_in_the_widget(store, monkeypatch):
+    """An error in a callback lands in the detail pane (type and text, escaped), not in
+    JupyterLab's log console; the widget keeps working."""
+    con, _ = store
+    rollout_id = _chosen(store, "native")
+    app = rl.explore(con)
+    filters, table, rows, nav, detail = app.children
+
+    def boom(*_, **__):
+        raise ValueError("<b>bad</b> log text")
+
+    monkeypatch.setattr(wd, "trajectory", boom)
+    out = _open(app, rollout_id)  # on_pick
+    assert "ValueError: &lt;b&gt;bad&lt;/b&gt; log text" in out and "<b>bad" not in out
+    assert "rl-error" in out and "open this rollout" in out
+    monkeypatch.undo()
+    nav.children[2].value = True  # compare mode (on_pick again): works once the cause is gone
+    assert "rl-compare" in detail.value and wd.trajectory_html(wd.trajectory(con, rollout_id)) in detail.value
+
+    monkeypatch.setattr(wd, "page", boom)
+    filters.children[3].value = "fin"  # on_filter -> refresh
+    assert "ValueError: &lt;b&gt;bad&lt;/b&gt;" in detail.value and "update the list" in detail.value
+    detail.value = ""
+    nav.children[1].click()  # next page
+    assert "ValueError: &lt;b&gt;bad&lt;/b&gt;" in detail.value
+
+    monkeypatch.undo()
+    filters.children[3].value = ""  # the list updates again, and the error is gone
+    assert "rl-error" not in detail.value and "rollouts match" in table.value
+
+    def no_audit(*_):
+        raise KeyError("<i>run</i>")
+
+    monkeypatch.setattr(wd, "suspects", no_audit)
+    filters.children[5].value = True  # only suspects
+    assert "KeyError: &#x27;&lt;i&gt;run&lt;/i&gt;&#x27;" in detail.value

@@ -10,7 +10,7 @@ from .widgets import explore
 from .lake import connect_lake, export
 from .store import DatabaseLockedError, SchemaVersionError, SharedReader, StoreError, connect, transaction
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # Log text is full of dollar amounts ("$28.9M"); in JupyterLab, a DataFrame holding two of them
 # would be typeset as math between the two "$". Mark DataFrame HTML so MathJax leaves it alone.

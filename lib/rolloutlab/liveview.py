@@ -18,7 +18,7 @@ import pandas as pd
 
 from . import config, store
 from .compare import by_step
-from .widgets import esc
+from .htmltext import esc
 
 LIVE_COLUMNS = ["run", "split", "step", "step_known", "rollouts", "mean_score", "signal_share", "tool_calls_mean",
                 "latency_p95", "infra_share", "ungraded_share"]

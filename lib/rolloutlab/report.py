@@ -1,6 +1,10 @@
 """The stakeholder report: one self-contained HTML file (plotly's JavaScript inlined once, no
-external requests) with the same content as notebook 06-report, built from the same functions.
-Every string from the logs is HTML-escaped; figures get escaped text from plots.interactive."""
+external requests), built from the same functions as the notebooks. Notebook 06-report shows part
+of it as static figures: the headline, readiness, tool calls, latency, per-sample changes and the
+methods. Only the report has the score variance per sample, the samples that got worse, the
+graders, the reward-hacking suspects, the tool endpoint load and the training curves (by step and
+as the trainer reported them). Every string from the logs is HTML-escaped; figures get escaped
+text from plots.interactive."""
 from __future__ import annotations
 
 import functools
@@ -12,13 +16,14 @@ import duckdb
 import pandas as pd
 from tqdm.auto import tqdm
 
-from . import __version__ as VERSION, config
+from . import config
 from .compare import GRADER_PREFIX, by_step, compare, distribution_shift, sample_deltas
 from .metrics.training import training_metrics
 from .metrics import capacity, grader_stats, latency, latency_ecdf, sample_stats, summary
 from .audit import audit, audit_counts
 from .readiness import check
-from .widgets import esc as _e
+from .htmltext import esc as _e
+from .version import __version__ as VERSION
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:24px auto;padding:0 16px;color:#222}
@@ -105,7 +110,30 @@ def build_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_bo
             f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC</p>{''.join(sections)}</body></html>")
 
 
+class NoSharedSamplesError(ValueError):
+    """The two runs have no sample with a counted rollout under both: nothing to pair."""
+
+
+def require_shared(cmp: pd.DataFrame) -> pd.DataFrame:
+    """``compare``'s result, or an error that names both runs when they share no scored sample
+    (every section pairs samples; without this, the first empty figure would blame one run)."""
+    a = cmp.attrs
+    if a["shared_samples"]:
+        return cmp
+    base, candidate = a["base"], a["candidate"]
+    why = ("the report pairs each sample's scores under the two runs. Compare runs evaluated on the same "
+           "samples (a base checkpoint and a fine-tuned one on one evaluation set)")
+    if a["unscored"]:
+        raise NoSharedSamplesError(
+            f"{base} and {candidate} share {a['unscored']} samples, but none has a counted rollout in both runs "
+            f"(infra errors and ungraded rollouts are not counted: see `rolloutlab summary`): {why}.")
+    raise NoSharedSamplesError(
+        f"{base} and {candidate} share no samples ({a['base_only']} samples only in {base}, "
+        f"{a['candidate_only']} only in {candidate}): {why}.")
+
+
 def _headline(cmp: pd.DataFrame) -> str:
+    cmp = require_shared(cmp)
     shown = cmp[["metric", "base", "candidate", "diff", "ci_low", "ci_high", "p_value", "significant"]]
     return ("<h2>Headline</h2>" + headline_html(cmp) + "<details><summary>All metrics</summary>"
             + _table(shown) + "</details>")
@@ -150,7 +178,7 @@ def _suspects(con, base, candidate) -> str:
     suspects = audit(con, candidate, base=base)
     head = ("<h2>Reward-hacking suspects</h2><p class='note'>Rollouts of the candidate to read first: the audit "
             "ranks, it does not accuse (definitions in docs/metrics.md). Open one in the explorer "
-            "(notebook 04) to confirm.</p>")
+            "(notebook 01-explore, or rl.explore) to confirm.</p>")
     if suspects.empty:
         return head + "<p>No suspects.</p>"
     counts = audit_counts(suspects)

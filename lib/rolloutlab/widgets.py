@@ -6,12 +6,13 @@ ipywidgets. Nothing loads more than a page of rollouts into the widget.
 """
 from __future__ import annotations
 
-import html
+import functools
 from dataclasses import dataclass, field, replace
 
 import duckdb
 import pandas as pd
 
+from .htmltext import esc, missing as _missing
 from .metrics.common import resolve_runs
 
 PAGE_SIZE = 20
@@ -109,19 +110,7 @@ def attempts(con: duckdb.DuckDBPyConnection, sample_id: str, runs: list[str]) ->
     return con.execute(attempts_sql(), {"sample": sample_id, "runs": list(runs)}).df()
 
 
-# ---- HTML (every string from the logs goes through esc) -------------------------------------
-
-def _missing(value) -> bool:
-    return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and value != value)
-
-
-def esc(value, limit: int | None = None) -> str:
-    """Log text made safe for HTML (missing values: empty), cut to ``limit`` characters."""
-    if _missing(value):
-        return ""
-    text = str(value)
-    return html.escape(text[:limit] if limit else text)
-
+# ---- HTML (every string from the logs goes through htmltext.esc) ----------------------------
 
 def _num(value, fmt="{:.3g}") -> str:
     return "" if _missing(value) else fmt.format(value)
@@ -214,13 +203,13 @@ def transcript_html(messages: pd.DataFrame, calls: pd.DataFrame) -> str:
     message are listed by turn."""
     by_turn = {int(t): list(g.itertuples()) for t, g in calls.groupby("turn_idx")} if len(calls) else {}
     outputs: dict[int, list[str]] = {}
-    for m in messages.itertuples():
-        if m.role == "tool" and not _missing(m.turn):
-            outputs.setdefault(int(m.turn), []).append(m.content)
+    for m in messages.itertuples():  # columns as in store.SCHEMA_DDL's messages table
+        if m.role == "tool" and not _missing(m.turn_idx):
+            outputs.setdefault(int(m.turn_idx), []).append(m.content)
     shown_turns: set[int] = set()
     parts = []
     for m in messages.itertuples():
-        turn = None if _missing(m.turn) else int(m.turn)
+        turn = None if _missing(m.turn_idx) else int(m.turn_idx)
         if m.role == "tool" and turn in by_turn:
             continue  # shown under its call
         text = "" if _missing(m.content) else str(m.content)
@@ -293,6 +282,26 @@ def suspects(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict[str, str]:
     return found
 
 
+def error_html(what: str, exc: BaseException) -> str:
+    """A callback's error as a short escaped message for the widget (its text may hold log text)."""
+    return (f"{STYLE}<div class='{NO_MATH}'><p class='rl-error'>Could not {esc(what)}: "
+            f"{esc(type(exc).__name__)}: {esc(exc, 500)}</p></div>")
+
+
+def _errors_shown_in(pane, what: str):
+    """Decorate a widget callback so that its error shows in ``pane``: raised in a callback, it
+    would only reach JupyterLab's log console, and the click would seem to do nothing."""
+    def decorate(callback):
+        @functools.wraps(callback)
+        def run(*args):
+            try:
+                return callback(*args)
+            except Exception as exc:
+                pane.value = error_html(what, exc)
+        return run
+    return decorate
+
+
 def explore(con: duckdb.DuckDBPyConnection, runs=None):
     """An ipywidgets app: filters (including the audit's suspects), a paged sortable list of
     rollouts where a click opens one, the trajectory with each turn's tool calls in place, and
@@ -317,6 +326,9 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
     compare = w.Checkbox(value=False, description="compare runs on this sample")
     detail = w.HTML()
 
+    guarded = functools.partial(_errors_shown_in, detail)  # every callback below
+
+    @guarded("update the list")
     def refresh(*_):
         f = state["filters"]
         rows, total = page(con, f)
@@ -324,7 +336,9 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
         table.value = f"{STYLE}<div class='{NO_MATH}'>{header_html(total, f)}</div>"
         pick.options = row_labels(rows)
         pick.value = None
+        detail.value = ""  # the rows changed: nothing is open (and an earlier error is gone)
 
+    @guarded("update the list")
     def on_filter(*_):
         # a slider at its full range filters nothing (unscored rollouts stay visible)
         lo, hi = score.value
@@ -340,12 +354,14 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
                                    search=search.value.strip(), sort=sort.value, descending=desc.value, page=0)
         refresh()
 
+    @guarded("turn the page")
     def on_page(step):
         f = state["filters"]
         last = max(0, (state.get("total", 0) - 1) // f.page_size)
         state["filters"] = replace(f, page=min(max(f.page + step, 0), last))
         refresh()
 
+    @guarded("open this rollout")
     def on_pick(*_):
         if pick.value is None:
             detail.value = ""

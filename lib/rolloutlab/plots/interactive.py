@@ -3,23 +3,22 @@ static ones, with hovers that name the sample, attempt, score and tool calls. Te
 HTML-escaped before plotly renders it."""
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .. import config
+from ..htmltext import esc
 from .style import (BASE_COLOR, CANDIDATE_COLOR, NEUTRAL, QUADRANT_COLORS, SIGNAL_COLOR, as_runs, in_flight_series,
-                    require, run_colors, split_colors)
+                    no_shared_samples, require, run_colors, split_colors)
 
 LAYOUT = dict(template="plotly_white", font=dict(size=12), hoverlabel=dict(namelength=-1),
               margin=dict(l=60, r=20, t=60, b=50))
 
 
 def _esc(values) -> list[str]:
-    return [html.escape(str(v)) for v in values]
+    return [esc(v) for v in values]
 
 
 def variance(stats: pd.DataFrame | dict[str, pd.DataFrame], run: str = "run") -> go.Figure:
@@ -27,7 +26,7 @@ def variance(stats: pd.DataFrame | dict[str, pd.DataFrame], run: str = "run") ->
     frames = as_runs(stats, run)
     colors = run_colors(list(frames))
     fig = make_subplots(rows=1, cols=len(frames), shared_yaxes=True, subplot_titles=[
-        f"{html.escape(name)}: {len(require(df, f'the variance plot of {name}'))} samples, "
+        f"{esc(name)}: {len(require(df, f'the variance plot of {name}'))} samples, "
         f"{int(df.has_signal.sum())} with signal" for name, df in frames.items()])
     for i, (name, df) in enumerate(frames.items(), start=1):
         df = df.sort_values(["mean", "sample_id"]).reset_index(drop=True)
@@ -64,7 +63,7 @@ def signal_plan(plan: pd.DataFrame, run: str = "") -> go.Figure:
                         marker=dict(size=16, symbol="circle-open", color=SIGNAL_COLOR, line_width=2))
     fig.update_xaxes(type="log", title="attempts per sample (compute multiplier)", tickvals=plan.k)
     fig.update_yaxes(range=[0, 1], title="expected share of samples with signal", tickformat=".0%")
-    fig.update_layout(title=f"How many attempts give learning signal {html.escape(run)}", **LAYOUT)
+    fig.update_layout(title=f"How many attempts give learning signal {esc(run)}", **LAYOUT)
     return fig
 
 
@@ -73,7 +72,7 @@ def tool_calls(dist: pd.DataFrame, base: str, candidate: str) -> go.Figure:
     fig = go.Figure()
     for label, col, count, color in ((base, "base_share", "base_count", BASE_COLOR),
                                      (candidate, "candidate_share", "candidate_count", CANDIDATE_COLOR)):
-        fig.add_bar(x=dist.value, y=dist[col], name=f"{html.escape(label)} ({int(dist[count].sum())} rollouts)",
+        fig.add_bar(x=dist.value, y=dist[col], name=f"{esc(label)} ({int(dist[count].sum())} rollouts)",
                     marker_color=color, customdata=dist[count],
                     hovertemplate="%{x} calls: %{y:.1%} (%{customdata} rollouts)<extra></extra>")
     fig.add_vrect(x0=config.LONG_TAIL_CALLS + 0.5, x1=max(dist.value.max() + 1, config.LONG_TAIL_CALLS + 1.5),
@@ -92,7 +91,7 @@ def latency_ecdf(ecdf: pd.DataFrame, percentiles: dict[str, pd.DataFrame] | None
     for run in runs:
         d = ecdf[ecdf.run == run]
         fig.add_scatter(x=d.latency_s, y=d.share, mode="lines", line_shape="hv", line_color=colors[run],
-                        name=f"{html.escape(run)} ({len(d)} rollouts)",
+                        name=f"{esc(run)} ({len(d)} rollouts)",
                         hovertemplate="%{x:.2f}s: %{y:.1%} of rollouts at or below<extra></extra>")
         p = (percentiles or {}).get(run)
         if p is not None:
@@ -116,7 +115,7 @@ def latency_vs_score(rollouts: pd.DataFrame) -> go.Figure:
     for run in runs:
         d = rollouts[rollouts.run == run]
         fig.add_scatter(x=d.latency_s, y=d.score, mode="markers", marker=dict(color=colors[run], size=6, opacity=0.5),
-                        name=html.escape(run),
+                        name=esc(run),
                         customdata=np.column_stack([_esc(d.sample_id), d.attempt, d.n_tool_calls]),
                         hovertemplate="sample %{customdata[0]}, attempt %{customdata[1]}<br>score %{y:.3f}<br>"
                                       "%{customdata[2]} tool calls<br>%{x:.2f}s<extra></extra>")
@@ -126,7 +125,7 @@ def latency_vs_score(rollouts: pd.DataFrame) -> go.Figure:
 
 
 def quadrants(deltas: pd.DataFrame, base: str, candidate: str) -> go.Figure:
-    deltas = require(deltas, "the quadrant plot")
+    deltas = require(deltas, "the quadrant plot", no_shared_samples(base, candidate))
     fig = go.Figure()
     for name, color in QUADRANT_COLORS.items():
         d = deltas[deltas.quadrant == name]
@@ -139,7 +138,7 @@ def quadrants(deltas: pd.DataFrame, base: str, candidate: str) -> go.Figure:
                                           "<br>tool calls %{customdata[3]:.1f} → %{customdata[4]:.1f}<extra></extra>")
     fig.add_hline(y=0, line_color=NEUTRAL, line_width=1)
     fig.add_vline(x=0, line_color=NEUTRAL, line_width=1)
-    fig.update_layout(title=f"Per sample: {html.escape(base)} → {html.escape(candidate)} ({len(deltas)} shared samples)",
+    fig.update_layout(title=f"Per sample: {esc(base)} → {esc(candidate)} ({len(deltas)} shared samples)",
                       xaxis_title="tool calls per rollout, change", yaxis_title="mean score, change", **LAYOUT)
     return fig
 
@@ -171,7 +170,7 @@ def training_curves(by_step: pd.DataFrame) -> go.Figure:
     for i, (col, _) in enumerate(CURVES):
         for split, df in by_step.groupby("split", sort=False):
             fig.add_scatter(x=df.step, y=df[col], mode="lines+markers", line_color=colors[split],
-                            name=html.escape(str(split)), legendgroup=str(split), showlegend=i == 0,
+                            name=esc(str(split)), legendgroup=str(split), showlegend=i == 0,
                             marker_symbol=["circle" if k else "circle-open" for k in df.step_known],
                             customdata=_esc(df.run),
                             hovertemplate="%{customdata} (step %{x}): %{y:.4g}<extra></extra>",
@@ -193,12 +192,12 @@ def trainer_curves(metrics: pd.DataFrame) -> go.Figure:
     palette = [BASE_COLOR, CANDIDATE_COLOR] + list(QUADRANT_COLORS.values())
     for i, (_, panel) in enumerate(TRAINER_PANELS):
         for j, (label, df) in enumerate(trainer_series(metrics, panel).items()):
-            fig.add_scatter(x=df.step, y=df.value, mode="lines+markers", name=html.escape(label),
+            fig.add_scatter(x=df.step, y=df.value, mode="lines+markers", name=esc(label),
                             line_color=palette[j % len(palette)],
-                            hovertemplate=f"{html.escape(label)} (step %{{x}}): %{{y:.4g}}<extra></extra>",
+                            hovertemplate=f"{esc(label)} (step %{{x}}): %{{y:.4g}}<extra></extra>",
                             row=i // 2 + 1, col=i % 2 + 1)
     fig.update_xaxes(title_text="training step")
-    jobs = ", ".join(html.escape(str(j)) for j in sorted(metrics.job.unique()))
+    jobs = ", ".join(esc(j) for j in sorted(metrics.job.unique()))
     fig.update_layout(title=f"What the trainer reported ({jobs})", height=620, **LAYOUT)
     return fig
 
@@ -207,7 +206,7 @@ def graders(stats: pd.DataFrame | dict[str, pd.DataFrame], run: str = "run") -> 
     """Per grader (``grader_stats``): mean score, pass rate and signal share; one panel per run."""
     frames = as_runs(stats, run)
     fig = make_subplots(rows=1, cols=len(frames), shared_yaxes=True,
-                        subplot_titles=[html.escape(str(name)) for name in frames])
+                        subplot_titles=[esc(name) for name in frames])
     bars = (("mean", "mean score", BASE_COLOR), ("pass_rate", "pass rate", CANDIDATE_COLOR),
             ("signal_share", "signal share", SIGNAL_COLOR))
     for i, (name, df) in enumerate(frames.items(), start=1):
@@ -229,13 +228,13 @@ def grader_disagreement(pairs: pd.DataFrame, run: str = "") -> go.Figure:
     names, share, corr = _disagreement_matrix(pairs)
     text = [[("" if np.isnan(share[i, j]) else f"{share[i, j]:.0%}") for j in range(len(names))]
             for i in range(len(names))]
-    hover = [[(f"{html.escape(a)} vs {html.escape(b)}: disagree on {share[i, j]:.1%} of rollouts"
-               + ("" if np.isnan(corr[i, j]) else f", r = {corr[i, j]:.2f}")) if i != j else html.escape(a)
+    hover = [[(f"{esc(a)} vs {esc(b)}: disagree on {share[i, j]:.1%} of rollouts"
+               + ("" if np.isnan(corr[i, j]) else f", r = {corr[i, j]:.2f}")) if i != j else esc(a)
               for j, b in enumerate(names)] for i, a in enumerate(names)]
     fig = go.Figure(go.Heatmap(z=share, x=_esc(names), y=_esc(names), zmin=0, zmax=1, colorscale="Oranges",
                                text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
                                colorbar=dict(title="pass/fail differ")))
-    fig.update_layout(title=f"Where graders disagree {html.escape(run)}".strip(), **LAYOUT)
+    fig.update_layout(title=f"Where graders disagree {esc(run)}".strip(), **LAYOUT)
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -246,9 +245,9 @@ def in_flight(df: pd.DataFrame, run: str = "") -> go.Figure:
     fig = go.Figure()
     for scope, kind, sub, color in in_flight_series(df):
         line = {"rollouts": dict(dash="dash"), "all": dict(width=2), "tool": dict(width=1)}[kind]
-        name = "rollouts in flight" if kind == "rollouts" else html.escape(str(scope))
+        name = "rollouts in flight" if kind == "rollouts" else esc(scope)
         fig.add_trace(go.Scatter(x=sub.t, y=sub.in_flight, mode="lines", line_shape="hv", line=dict(color=color, **line),
                                  name=name))
-    fig.update_layout(**LAYOUT, title=f"Calls in flight{' — ' + html.escape(run) if run else ''}",
+    fig.update_layout(**LAYOUT, title=f"Calls in flight{' — ' + esc(run) if run else ''}",
                       yaxis_title="in flight at once")
     return fig

@@ -11,7 +11,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .. import config
 from .style import (BASE_COLOR, CANDIDATE_COLOR, NEUTRAL, QUADRANT_COLORS, SIGNAL_COLOR, as_runs, in_flight_series,
-                    require, run_colors, split_colors)
+                    no_shared_samples, require, run_colors, split_colors)
 
 
 def _figure(width=9.0, height=4.5, ncols=1, nrows=1, **kw):
@@ -197,7 +197,7 @@ def latency_vs_score(rollouts: pd.DataFrame) -> Figure:
 def quadrants(deltas: pd.DataFrame, base: str, candidate: str) -> Figure:
     """Per shared sample: score change against tool-call change (from ``sample_deltas``); the
     legend counts the samples in each quadrant."""
-    deltas = require(deltas, "the quadrant plot")
+    deltas = require(deltas, "the quadrant plot", no_shared_samples(base, candidate))
     fig, axes = _figure(7, 5)
     ax = axes[0][0]
     jitter = np.random.default_rng(0).normal(0, 0.01, (2, len(deltas)))
@@ -239,7 +239,7 @@ def forest(comparison: pd.DataFrame) -> Figure:
 def sample_scores(deltas: pd.DataFrame, base: str, candidate: str) -> Figure:
     """Per shared sample, base mean score against candidate mean score; above the diagonal
     the candidate did better."""
-    deltas = require(deltas, "per-sample scores")
+    deltas = require(deltas, "per-sample scores", no_shared_samples(base, candidate))
     fig, axes = _figure(5.2, 5)
     ax = axes[0][0]
     jitter = np.random.default_rng(1).normal(0, 0.008, (2, len(deltas)))

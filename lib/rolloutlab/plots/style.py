@@ -35,12 +35,22 @@ class EmptyDataError(ValueError):
     pass
 
 
-def require(df: pd.DataFrame | None, what: str) -> pd.DataFrame:
-    """Fail clearly on an empty frame instead of drawing an empty, misleading figure."""
+NO_ROLLOUTS = ("the run has no counted rollouts (check the run label, or whether every rollout was an "
+               "infra error)")
+
+
+def require(df: pd.DataFrame | None, what: str, why: str = NO_ROLLOUTS) -> pd.DataFrame:
+    """Fail clearly on an empty frame instead of drawing an empty, misleading figure; ``why``:
+    what an empty frame means for this figure."""
     if df is None or len(df) == 0:
-        raise EmptyDataError(f"no data to plot for {what}: the run has no counted rollouts "
-                             "(check the run label, or whether every rollout was an infra error)")
+        raise EmptyDataError(f"no data to plot for {what}: {why}")
     return df
+
+
+def no_shared_samples(base: str, candidate: str) -> str:
+    """Why a paired frame (``sample_deltas``) is empty."""
+    return (f"{base} and {candidate} share no scored samples (a sample counts when each run has a scored "
+            "rollout of it); compare runs evaluated on the same samples")
 
 
 def as_runs(data: pd.DataFrame | dict[str, pd.DataFrame], default: str = "run") -> dict[str, pd.DataFrame]:
