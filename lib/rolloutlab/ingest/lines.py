@@ -29,7 +29,7 @@ def read_lines_sql() -> str:
         delim = '\x01', quote = '', escape = '', auto_detect = false, strict_mode = false,
         null_padding = false, ignore_errors = true, store_rejects = true,
         rejects_table = '_rl_csv_rejects', rejects_scan = '_rl_csv_scans',
-        max_line_size = {int(config.MAX_LINE_BYTES)}, buffer_size = {int(config.MAX_LINE_BYTES) * 2},
+        max_line_size = {config.limit("MAX_LINE_BYTES")}, buffer_size = {config.limit("MAX_LINE_BYTES") * 2},
         parallel = false)
     """
 
