@@ -157,6 +157,13 @@ def read_jsonl(path: Path) -> list:
 ONE_ROLLOUT_PER_RECORD = {"native", "buildhours", "openai-chat", "tau-bench", "tau2", "inspect"}
 
 
+def assert_each_attempt_once(con) -> None:
+    """No run holds the same (sample, attempt) twice."""
+    twice = con.execute("SELECT run_id, sample_id, attempt, count(*) FROM rollouts WHERE sample_id IS NOT NULL "
+                        "GROUP BY ALL HAVING count(*) > 1 LIMIT 3").fetchall()
+    assert not twice, twice
+
+
 def assert_ingest_survives(data: bytes, name: str, format: str) -> None:
     """Ingest ``data`` as a file called ``name``: it loads or is rejected record by record."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -177,5 +184,6 @@ def assert_ingest_survives(data: bytes, name: str, format: str) -> None:
             assert stored == (row.records, row.rejected, row.rejected)
             if format in ONE_ROLLOUT_PER_RECORD:  # endpoint events assemble; job events hold no rollouts
                 assert con.execute("SELECT count(*) FROM rollouts").fetchone()[0] == row.loaded
+            assert_each_attempt_once(con)
         finally:
             con.close()

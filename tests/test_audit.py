@@ -136,8 +136,9 @@ def test_real_logs(real_dir, tmp_path):
     """tau2: the agent's transfer message passes on many tasks (a generic answer the grader
     accepts); tau-bench: passes with no tool call where others use several."""
     con = rl.connect(tmp_path / "real.duckdb")
-    rl.ingest(con, sorted((real_dir / "tau2-sft").glob("gpt-4.1_*.json"))
-              + [real_dir / "tau-bench" / "gpt-4o-airline.json"], progress=False)
+    # the base checkpoint's four settings as one run, on purpose (each file is its own run otherwise)
+    rl.ingest(con, sorted((real_dir / "tau2-sft").glob("gpt-4.1_*.json")), run="gpt-4.1", progress=False)
+    rl.ingest(con, real_dir / "tau-bench" / "gpt-4o-airline.json", progress=False)
     tau2 = rl.audit(con, "gpt-4.1")
     generic = tau2[tau2.explode("checks").groupby(level=0).checks.apply(lambda c: "generic_answer" in set(c))]
     assert len(generic) >= 5 and generic.final_answer.str.contains("TRANSFERRED TO A HUMAN AGENT").all()

@@ -73,3 +73,21 @@ def test_a_grader_that_returned_nothing(con, tmp_path):
 @SETTINGS
 def test_mutated_results_never_crash(data):
     assert_ingest_survives(data, "results.jsonl", "buildhours")
+
+
+def test_a_harness_exception_is_never_the_models_zero(con, tmp_path):
+    # The notebook's loop raised for a reason that names no network failure: still the harness's,
+    # unknown (infra_error), not a model failure counted as 0. Only the model's own output is.
+    import json
+
+    lines = [{"sample_index": 1, "trace": [], "metrics": {"reward": -1}, "error": "KeyError: 'output'"},
+             {"sample_index": 2, "trace": [], "metrics": {"reward": -1},
+              "error": "ValueError: unknown tool 'search_web' called"},
+             {"sample_index": 3, "trace": [], "final_message_text": "$1", "metrics": {"reward": 1.0}, "error": None}]
+    path = tmp_path / "run-3" / "results.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rl.ingest(con, path, run="r")
+    assert con.execute("SELECT sample_id, status FROM rollouts ORDER BY 1").fetchall() == [
+        ("1", "infra_error"), ("2", "model_error"), ("3", "ok")]
+    assert rl.summary(con, "r").iloc[0].mean_score == pytest.approx(0.5)

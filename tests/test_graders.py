@@ -65,7 +65,7 @@ def test_real_multi_grader_sources(real_dir, tmp_path):
     """tau2 logs one grade per reward component (DB, COMMUNICATE, ACTION, ENV_ASSERTION)."""
     con = rl.connect(tmp_path / "real.duckdb")
     rl.ingest(con, [real_dir / "tau2-sft" / "gpt-4.1_airline_default_gpt-4.1_1trials.json",
-                    real_dir / "tau2-sft" / "gpt-4.1_retail_defautl_gpt-4.1_1trials.json"], progress=False)
+                    real_dir / "tau2-sft" / "gpt-4.1_retail_defautl_gpt-4.1_1trials.json"], run="gpt-4.1", progress=False)
     df = rl.grader_stats(con, "gpt-4.1").set_index("grader")
     # an independent path: the grades table itself
     raw = con.execute("SELECT grader, count(*), avg(score) FROM grades GROUP BY grader").fetchall()

@@ -390,3 +390,30 @@ def test_detection_never_crashes_on_any_first_line(tmp_path_factory, value, dept
     path = tmp_path_factory.mktemp("sniff") / "x.jsonl"
     path.write_bytes(("[" * depth + json.dumps(value) + "]" * depth).encode() + b"\n" + tail)
     assert rl.detect_format(path) in (None, *FORMATS)
+
+
+def corpus_files(real_dir):
+    """Every real log at hand: ../shared/data/real, and the folders in $ROLLOUTLAB_CORPUS (colon
+    separated: real files from other people's repositories a developer keeps locally)."""
+    import os
+    from pathlib import Path
+
+    roots = [real_dir] + [Path(p) for p in os.environ.get("ROLLOUTLAB_CORPUS", "").split(":") if p]
+    return [p for root in roots for p in sorted(root.rglob("*")) if p.is_file() and p.suffix in (".json", ".jsonl", ".eval")]
+
+
+def test_every_real_file_loads_whole_and_each_attempt_once(real_dir, con):
+    # Read = loaded + rejected for every file, in the source table too, and no run holds the same
+    # (sample, attempt) twice, however the files overlap (the tau2 base and fine-tuned files share
+    # every task; Inspect's logs repeat tasks).
+    from mutations import assert_each_attempt_once
+
+    files = corpus_files(real_dir)
+    result = rl.ingest(con, files, progress=False)
+    broken = [r for a, reasons in zip(result.action, result.reasons) for r in reasons
+              if a == "failed" and "could not tell the format" not in r]  # a file no format claims is not a log
+    assert not broken, broken
+    assert (result.records == result.loaded + result.rejected).all()
+    stored = con.execute("SELECT sum(n_records), sum(n_rejected), (SELECT count(*) FROM rejects) FROM sources").fetchone()
+    assert stored[1] == stored[2] and stored[0] == result.records[result.action != "unchanged"].sum()
+    assert_each_attempt_once(con)

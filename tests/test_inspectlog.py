@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -35,7 +36,7 @@ def test_real_eval_file(real_dir, con):
     assert got == want
     tokens = {f"popularity:{s['id']}": sum(u["input_tokens"] for u in s["model_usage"].values()) for s in samples}
     assert dict(con.execute("SELECT sample_id, input_tokens FROM rollouts").fetchall()) == tokens
-    assert rl.runs(con).run.tolist() == ["openai/gpt-4o-mini"]
+    assert rl.runs(con).run.tolist() == ["openai/gpt-4o-mini/popularity"]
 
 
 def test_real_json_with_tool_calls(real_dir, con):
@@ -72,7 +73,7 @@ def test_zstd_eval_from_a_current_inspect_ai(con):
     assert grades == [("includes", 6, 3.0), ("match", 6, 3.0)]
     calls = con.execute("SELECT DISTINCT tool, arguments->>'company' FROM tool_calls ORDER BY 2").fetchall()
     assert calls == [("lookup", "co0"), ("lookup", "co1"), ("lookup", "co2")]
-    assert rl.runs(con).run.tolist() == ["mockllm/model"]
+    assert rl.runs(con).run.tolist() == ["mockllm/model/revenue"]
 
 
 def test_corrupt_zstd_sample_is_rejected_and_the_rest_loads(con, tmp_path):
@@ -181,3 +182,150 @@ def test_eval_samples_are_streamed_a_batch_at_a_time(con, monkeypatch):
     monkeypatch.setattr(config, "CONVERT_BATCH_RECORDS", 2)
     assert rl.ingest(con, ZSTD_EVAL).loaded.tolist() == [6]
     assert read_at_load == [2, 4, 6]
+
+
+# ---- separate eval runs of one task never collide (issue 24, point 1) -------------------------
+
+def _another_run(real_dir, path, task_id="OtherRunTaskId0000000", created="2025-02-11T15:17:00-05:00"):
+    """A copy of the real scored log as another eval of the same task: its own task_id, run_id and
+    creation time, and no scores (inspect_ai's tests/scorer/logs hold such an unscored twin)."""
+    with zipfile.ZipFile(real_dir / "inspect" / EVAL) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
+        for name in src.namelist():
+            data = json.loads(src.read(name))
+            if name in ("header.json", "_journal/start.json"):
+                data["eval"].update(task_id=task_id, run_id="OtherRun", created=created)
+                data.pop("results", None)
+            elif name.startswith("samples/"):
+                data["scores"] = {}
+            dst.writestr(name, json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("scored_first", [True, False])
+def test_two_eval_runs_of_one_task_are_two_runs(real_dir, con, tmp_path, scored_first):
+    scored, unscored = real_dir / "inspect" / EVAL, _another_run(real_dir, tmp_path / "unscored.eval")
+    files = [scored, unscored] if scored_first else [unscored, scored]
+    result = rl.ingest(con, files)
+    assert result.loaded.tolist() == [10, 10] and result.rejected.tolist() == [0, 0]
+    first, second = ("openai/gpt-4o-mini/popularity", "openai/gpt-4o-mini/popularity@2025-02-11T15:18:04") \
+        if not scored_first else ("openai/gpt-4o-mini/popularity", "openai/gpt-4o-mini/popularity@2025-02-11T15:17:00")
+    assert sorted(rl.runs(con).run) == sorted([first, second])
+    summary = rl.summary(con).set_index("run")
+    scored_run = first if scored_first else second
+    assert summary.loc[scored_run, "mean_score"] == pytest.approx(0.8)  # the log's own accuracy (header.json)
+    assert summary.loc[first if not scored_first else second, "n_ungraded"] == 10
+    dup = con.execute("SELECT count(*) FROM (SELECT run_id, sample_id, attempt FROM rollouts GROUP BY ALL "
+                      "HAVING count(*) > 1)").fetchone()[0]
+    assert dup == 0
+
+
+def test_the_same_eval_in_a_json_and_an_eval_loads_once_and_says_so(real_dir, con, tmp_path):
+    with zipfile.ZipFile(real_dir / "inspect" / EVAL) as zf:
+        header = json.loads(zf.read("header.json"))
+        samples = [json.loads(zf.read(n)) for n in zf.namelist() if n.startswith("samples/")]
+    as_json = tmp_path / "same-eval.json"
+    as_json.write_text(json.dumps({**header, "samples": samples}))
+    result = rl.ingest(con, [real_dir / "inspect" / EVAL, as_json])
+    assert result.loaded.tolist() == [10, 0] and result.rejected.tolist() == [0, 10]
+    note, first_reject = result.reasons[1][0], result.reasons[1][1]
+    assert "the same experiment as run 'openai/gpt-4o-mini/popularity'" in note and EVAL in note
+    assert "duplicate rollout_id 'mj7khqpMM4GBCfVQozKgzB:popularity:" in first_reject and EVAL in first_reject
+    assert rl.runs(con).run.tolist() == ["openai/gpt-4o-mini/popularity"]
+
+
+def test_a_sample_error_is_the_harness_not_the_model_and_a_limit_truncates(con, tmp_path):
+    log = {"version": 2, "status": "error", "eval": {"task": "t", "model": "m", "task_id": "T1"}, "plan": {},
+           "samples": [
+               {"id": 1, "epoch": 1, "input": "q", "target": "a", "messages": [], "output": {},
+                "scores": {"match": {"value": "I"}},
+                "error": {"message": "RuntimeError: sandbox container exited", "traceback": "..."}},
+               {"id": 2, "epoch": 1, "input": "q", "target": "a", "messages": [], "output": {},
+                "scores": {"match": {"value": "I"}}, "limit": {"type": "message", "limit": 30}},
+               {"id": 3, "epoch": 1, "input": "q", "target": "a", "messages": [], "output": {"completion": "a"},
+                "scores": {"match": {"value": "C"}}}]}
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps(log))
+    rl.ingest(con, path)
+    rows = con.execute("SELECT sample_id, status, stop_reason, error FROM rollouts ORDER BY 1").fetchall()
+    assert rows == [("t:1", "infra_error", None, "RuntimeError: sandbox container exited"),
+                    ("t:2", "truncated", "limit: message", None), ("t:3", "ok", None, None)]
+    s = rl.summary(con).iloc[0]
+    assert (s.n_excluded, s.mean_score) == (1, pytest.approx(0.5))  # the crash left out, counted
+
+
+def test_tool_results_without_calls_keep_their_timeout(con, tmp_path):
+    # inspect_ai's tests/log/test_eval_log/log_tool_call_error.json keeps 11 tool results and no calls
+    messages = [{"role": "user", "content": "list files"}] + [
+        {"role": "tool", "tool_call_id": f"call_{i}", "function": "bash", "content": "",
+         "error": {"type": kind, "message": "..."}} for i, kind in enumerate(("parsing", "timeout", "permission"))]
+    log = {"version": 2, "status": "success", "eval": {"task": "t", "model": "m", "task_id": "T1"}, "plan": {},
+           "samples": [{"id": 1, "epoch": 1, "input": "q", "target": "a", "messages": messages, "output": {}}]}
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps(log))
+    rl.ingest(con, path)
+    assert con.execute("SELECT tool, status, error FROM tool_calls ORDER BY call_idx").fetchall() == [
+        ("bash", "error", "parsing: ..."), ("bash", "error", "timeout: ..."), ("bash", "error", "permission: ...")]
+    assert con.execute("SELECT n_tool_calls FROM rollouts").fetchone() == (3,)
+
+
+# ---- against inspect_ai's own reader (issue 24: differential tests) --------------------------
+
+READ_WITH_INSPECT = r'''
+import json, sys
+from inspect_ai.log import read_eval_log
+out = []
+for path in sys.argv[1:]:
+    log = read_eval_log(path)
+    for s in log.samples or []:
+        calls = sum(len(m.tool_calls or []) for m in s.messages if m.role == "assistant")
+        scores = {k: v.value for k, v in (s.scores or {}).items()}
+        out.append({"file": path, "task": log.eval.task, "id": str(s.id), "epoch": s.epoch, "scores": scores,
+                    "calls": calls, "input_tokens": sum(u.input_tokens for u in s.model_usage.values()),
+                    "output_tokens": sum(u.output_tokens for u in s.model_usage.values()), "error": s.error is not None})
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def inspect_python():
+    """A venv of its own with inspect_ai (config.PRODUCER_PACKAGES), built once; skipped, saying
+    why, where it cannot be built (no package index)."""
+    import subprocess
+    import sys
+
+    venv = config.PRODUCER_VENVS_DIR / "inspect_ai"
+    python = venv / "bin" / "python"
+    if not python.exists() or subprocess.run([str(python), "-c", "import inspect_ai"], capture_output=True).returncode:
+        try:
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+            subprocess.run([str(python), "-m", "pip", "install", "-q", config.PRODUCER_PACKAGES["inspect_ai"]],
+                           check=True, capture_output=True, timeout=900)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            pytest.skip(f"could not build a venv with {config.PRODUCER_PACKAGES['inspect_ai']} at {venv}: "
+                        f"{getattr(exc, 'stderr', b'') or exc}")
+    return python
+
+
+def test_every_inspect_log_matches_inspect_ais_own_reader(inspect_python, real_dir, con):
+    import subprocess
+
+    files = sorted((real_dir / "inspect").iterdir()) + [ZSTD_EVAL]
+    theirs = json.loads(subprocess.run([str(inspect_python), "-c", READ_WITH_INSPECT, *map(str, files)],
+                                       capture_output=True, text=True, check=True).stdout)
+    rl.ingest(con, files, progress=False)
+    ours = {(r[0], r[1], r[2]): r[3:] for r in con.execute(
+        "SELECT s.path, sample_id, attempt, rollout_id, n_tool_calls, input_tokens, output_tokens, status "
+        "FROM rollouts JOIN sources s USING (source_id)").fetchall()}
+    grades = {}
+    for rollout_id, grader, score in con.execute("SELECT rollout_id, grader, score FROM grades").fetchall():
+        grades.setdefault(rollout_id, {})[grader] = score
+    assert len(ours) == len(theirs)  # every sample x epoch, once
+    letters = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
+    for s in theirs:
+        key = (str(Path(s["file"]).resolve()), f"{s['task']}:{s['id']}", s["epoch"] - 1)
+        rollout_id, calls, tokens_in, tokens_out, status = ours[key]
+        assert (calls, tokens_in or 0, tokens_out or 0) == (s["calls"], s["input_tokens"], s["output_tokens"]), s
+        want = {k: letters.get(v, v) if not isinstance(v, bool) else float(v) for k, v in s["scores"].items()
+                if not isinstance(v, dict)}
+        assert {k: v for k, v in grades.get(rollout_id, {}).items() if k in want} == want, s
+        assert (status == "infra_error") == s["error"], s

@@ -25,7 +25,9 @@ def metric(df, step, split, grader, name):
 
 
 def test_split_and_name_of_a_key():
-    assert split_metric("full_valid_mean_reward") == ("valid", "reward_mean")
+    # the full validation set and one validation batch are two measurements: two splits
+    assert split_metric("full_valid_mean_reward") == ("full_valid", "reward_mean")
+    assert split_metric("full_valid_loss") == ("full_valid", "loss") and split_metric("valid_loss") == ("valid", "loss")
     assert split_metric("train_mean_reward") == ("train", "reward_mean")
     assert split_metric("valid_reward_mean") == ("valid", "reward_mean")
     assert split_metric("eval_prompt_tokens") == ("valid", "prompt_tokens")
@@ -43,11 +45,12 @@ def test_the_guide_event_field_by_field():
     assert got[("valid", g, "execution_latency_mean")] == pytest.approx(4.141402995586395)
     assert got[("train", "", "step_full_iteration_seconds")] == pytest.approx(731.5038568973541)
     assert got[("valid", "", "reasoning_tokens_mean")] == 1948.9
-    assert got[("valid", "", "parse_error_mean")] == 0.0
+    assert got[("full_valid", "", "parse_error_mean")] == 0.0
+    assert got[("full_valid", "", "reward_mean")] == 0.675
     assert got[("valid", "gpt-4o-2024-08-06", "model_grader_prompt_tokens")] == 4820
     assert ("train", "", "step") not in got and ("train", "", "total_steps") not in got
     # flat keys that repeat a structured one add nothing: one reward_mean per split
-    assert sum(1 for k in got if k[2] == "reward_mean" and k[1] == "") == 2
+    assert sum(1 for k in got if k[2] == "reward_mean" and k[1] == "") == 3
 
 
 def test_a_job_folder(con):
@@ -67,7 +70,7 @@ def test_a_job_folder(con):
     assert rewards[rewards.split == "train"][["step", "value"]].values.tolist() == [
         [8, 0.37], [9, 0.39], [10, pytest.approx(0.4215686274509804)]]
     assert rewards[rewards.split == "valid"][["step", "value"]].values.tolist() == [[10, 0.675]]  # validation steps only
-    assert metric(df, 10, "valid", "", "loss") == 0.134  # from the checkpoint
+    assert metric(df, 10, "full_valid", "", "loss") == 0.134  # from the checkpoint (full_valid_loss)
     assert metric(df, 9, "train", "basic_model_grader", "model_grader_server_error_mean") == 0.05
     job = rl.training_jobs(con).iloc[0]
     assert (job.job, job.model, job.method, job.status) == ("ftjob-abc123", "o4-mini-2025-04-16", "reinforcement",
@@ -109,3 +112,35 @@ def test_mutated_events_never_crash(data):
 @SETTINGS
 def test_mutated_pages_never_crash(data):
     assert_ingest_survives(data, "page.json", "openai-finetune")
+
+
+def test_validation_batch_and_full_validation_are_both_kept(con, tmp_path):
+    # An SFT job's events (as Azure OpenAI's pages show them): every step a validation batch
+    # (valid_*), some steps the full validation set too (full_valid_*). Two measurements, never one.
+    page = {"object": "list", "has_more": True, "data": [
+        {"object": "fine_tuning.job.event", "id": "ftevent-2", "type": "metrics", "level": "info",
+         "data": {"step": 100, "train_loss": 0.0008, "valid_loss": 1.25, "full_valid_loss": 2.5,
+                  "valid_mean_token_accuracy": 0.75, "full_valid_mean_token_accuracy": 0.5}},
+        {"object": "fine_tuning.job.event", "id": "ftevent-1", "type": "metrics", "level": "info",
+         "data": {"step": 90, "train_loss": 0.01, "valid_loss": 1.5}}]}
+    path = tmp_path / "ftjob-sft1-events.json"
+    path.write_text(json.dumps(page))
+    result = rl.ingest(con, path)
+    df = rl.training_metrics(con)
+    assert metric(df, 100, "valid", "", "loss") == 1.25 and metric(df, 100, "full_valid", "", "loss") == 2.5
+    assert metric(df, 100, "full_valid", "", "token_accuracy_mean") == 0.5
+    assert df[(df.split == "full_valid")].step.unique().tolist() == [100]  # only where the job measured it
+    note = next(r for r in result.reasons[0] if "has_more" in r)
+    assert "more events than this file holds" in note and "after=ftevent-1" in note
+
+
+def test_an_events_page_takes_its_job_from_the_folder(con, tmp_path):
+    # Event objects name no job: a folder saved for one job names it in the job or checkpoint files.
+    folder = tmp_path / "my-sft-run"
+    folder.mkdir()
+    (folder / "events.json").write_text(json.dumps({"object": "list", "has_more": False, "data": [
+        {"object": "fine_tuning.job.event", "id": "e1", "type": "metrics", "data": {"step": 10, "train_loss": 0.5}}]}))
+    (folder / "job.json").write_text(json.dumps({"object": "fine_tuning.job", "id": "ftjob-Q1w2E3r4T5y6",
+                                                 "model": "gpt-4.1", "status": "succeeded"}))
+    rl.ingest(con, folder)
+    assert set(rl.training_metrics(con).job) == {"ftjob-Q1w2E3r4T5y6"}

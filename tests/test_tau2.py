@@ -22,8 +22,8 @@ def test_real_airline_base(real_dir, con):
     assert rl.detect_format(path) == "tau2"
     result = rl.ingest(con, path)
     assert result.loc[0, ["format", "records", "loaded", "rejected"]].tolist() == ["tau2", 20, 20, 0]
-    assert "run label 'gpt-4.1'" in result.reasons[0][0]
-    s = rl.summary(con, "gpt-4.1").iloc[0]
+    assert "run label 'gpt-4.1/airline'" in result.reasons[0][0]
+    s = rl.summary(con, "gpt-4.1/airline").iloc[0]
     assert (s.rollouts, s.samples) == (20, 20)
     assert s.mean_score == pytest.approx(0.5)
     rows = {r[0]: r[1:] for r in con.execute(
@@ -59,9 +59,10 @@ def test_every_real_file_loads(real_dir, con):
     result = rl.ingest(con, sorted((real_dir / "tau2-sft").glob("*.json")))
     assert (result.rejected == 0).all() and (result.format == "tau2").all()
     counts = dict(con.execute("SELECT run_id, count(*) FROM rollouts GROUP BY run_id").fetchall())
-    assert counts == {"gpt-4.1": 100, "gpt-4.1/llm_agent_solo": 40,
-                      "ft:gpt-4.1-2025-04-14:sierra:tau2-full-sft:BzrYdMNm": 100,
-                      "ft:gpt-4.1-2025-04-14:sierra:tau2-full-sft:BzrYdMNm/llm_agent_solo": 40}
+    ft = "ft:gpt-4.1-2025-04-14:sierra:tau2-full-sft:BzrYdMNm"
+    # one run per results file: checkpoint x domain (x the no-user setting); --run merges on purpose
+    assert counts == {f"{m}/{d}": n for m in ("gpt-4.1", ft)
+                      for d, n in (("airline", 20), ("retail", 40), ("telecom", 40), ("telecom/llm_agent_solo", 40))}
 
 
 def _tiny(tmp_path, sims, name="tiny.json"):
@@ -171,3 +172,61 @@ def test_task_trial_files_without_metadata(real_dir, con, tmp_path):
     assert rl.runs(con).run.tolist() == ["verified-run"]
     got = dict(con.execute("SELECT sample_id, score FROM rollouts").fetchall())
     assert got == {f"unknown:{s['task_id']}": s["reward_info"]["reward"] for s in sims}
+
+
+# ---- one run per experiment; full-duplex simulations (issue 24, points 2 and 5) ---------------
+
+def test_each_results_file_is_its_own_experiment(real_dir, con, tmp_path):
+    # Two runs of the same setting at different times (tau2 forks commit many): they share every
+    # (task, trial 0), so the second is a run of its own, never a second attempt 0 in the first.
+    src = json.loads((real_dir / "tau2-sft" / AIRLINE).read_text())
+    again = tmp_path / "again.json"
+    fresh = [{**sim, "id": f"rerun-{sim['id']}"} for sim in src["simulations"]]  # tau2 ids are uuid4s
+    again.write_text(json.dumps({**src, "timestamp": "2025-09-01T10:00:00.000000", "simulations": fresh}))
+    result = rl.ingest(con, [real_dir / "tau2-sft" / AIRLINE, again])
+    assert result.loaded.tolist() == [20, 20] and result.rejected.tolist() == [0, 0]
+    assert sorted(rl.runs(con).run) == ["gpt-4.1/airline", "gpt-4.1/airline@2025-09-01T10:00:00"]
+    assert rl.summary(con).attempts_max.tolist() == [1, 1]
+    assert "already holds 20 of this file's (sample, attempt) pairs" in result.reasons[1][0]
+    # the same experiment in another file joins its run, where its simulations are duplicates
+    copy = tmp_path / "copy.json"
+    copy.write_text(json.dumps(src, indent=1))  # same content, other bytes
+    result = rl.ingest(con, copy)
+    assert result.rejected.tolist() == [20] and "the same experiment as run 'gpt-4.1/airline'" in result.reasons[0][0]
+
+
+def test_domains_are_separate_runs_and_run_merges_them_on_purpose(real_dir, con):
+    files = [real_dir / "tau2-sft" / AIRLINE, real_dir / "tau2-sft" / "gpt-4.1_retail_defautl_gpt-4.1_1trials.json"]
+    rl.ingest(con, files)
+    assert sorted(rl.runs(con).run) == ["gpt-4.1/airline", "gpt-4.1/retail"]
+    rl.ingest(con, files, run="gpt-4.1")  # unchanged files: say so, add nothing
+    assert sorted(rl.runs(con).run) == ["gpt-4.1/airline", "gpt-4.1/retail"]
+
+
+def test_a_full_duplex_simulation_is_ungraded_with_what_it_has(con, tmp_path):
+    # tau2's voice mode stores ticks (data_model/message.py Tick), no messages, no reward_info
+    def tick(i, agent=None, user=None, calls=(), results=()):
+        return {"tick_id": i, "timestamp": f"2026-06-30T11:40:{i:02d}.000000",
+                "agent_chunk": {"role": "assistant", "content": agent, "contains_speech": bool(agent)},
+                "user_chunk": {"role": "user", "content": user, "contains_speech": bool(user)},
+                "agent_tool_calls": list(calls), "agent_tool_results": list(results)}
+    ticks = [tick(0), tick(1, user="Hi, I need to"), tick(2, user="change my flight."), tick(3),
+             tick(4, agent="Sure,"), tick(5, agent="one moment.",
+                                          calls=[{"id": "c1", "name": "get_reservation", "arguments": {"id": "X"}}]),
+             tick(6, results=[{"id": "c1", "role": "tool", "content": "{...}", "requestor": "assistant"}]),
+             tick(7, agent="Done.")]
+    sims = [{"id": "v1", "task_id": "40", "trial": 0, "start_time": "2026-06-30T11:40:00",
+             "end_time": "2026-06-30T11:46:16", "duration": 376.0, "termination_reason": "user_stop",
+             "mode": "full_duplex", "ticks": ticks},
+            {"id": "v2", "task_id": "41", "trial": 0, "duration": 12.5, "termination_reason": "infrastructure_error",
+             "mode": "full_duplex", "ticks": []}]
+    path = _tiny(tmp_path, sims)
+    result = rl.ingest(con, path)
+    assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [2, 2, 0]
+    rows = con.execute("SELECT sample_id, attempt, status, stop_reason, latency_s, score, n_tool_calls, n_turns "
+                       "FROM rollouts ORDER BY 1").fetchall()
+    assert rows == [("air:40", 0, "ungraded", "user_stop", 376.0, None, 1, 1),
+                    ("air:41", 0, "infra_error", "infrastructure_error", 12.5, None, 0, 0)]
+    msgs = con.execute("SELECT role, content FROM messages WHERE rollout_id = 'v1' ORDER BY msg_idx").fetchall()
+    assert msgs == [("user", "Hi, I need to change my flight."), ("assistant", "Sure,"),
+                    ("assistant", "one moment."), ("tool", "{...}"), ("assistant", "Done.")]

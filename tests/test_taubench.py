@@ -22,7 +22,7 @@ def test_real_file_counts_and_values(real_dir, con):
     data = raw(real_dir)
     result = rl.ingest(con, real_dir / "tau-bench" / "gpt-4o-airline.json")
     assert result.loc[0, ["format", "records", "loaded", "rejected"]].tolist() == ["tau-bench", 200, 200, 0]
-    assert "run label 'gpt-4o-airline' (from the file name" in result.reasons[0][0]
+    assert "run label 'gpt-4o-airline'" in result.reasons[0][0]
     s = rl.summary(con, "gpt-4o-airline").iloc[0]
     assert (s.samples, s.rollouts, s.attempts_min, s.attempts_max) == (50, 200, 4, 4)
     assert s.mean_score == pytest.approx(0.42)
@@ -89,3 +89,35 @@ def test_bad_records_are_rejected_with_their_location(con, tmp_path):
 def test_mutated_real_results_never_crash(data):
     records = json.loads((config.real_data_dir() / "tau-bench" / "gpt-4o-airline.json").read_text())[:3]
     assert_ingest_survives(data.draw(mutated_document(records)), "results.json", "tau-bench")
+
+
+def test_a_crashed_task_is_an_infra_error_not_the_models_zero(real_dir, con, tmp_path):
+    # tau-bench's runner, when a task raises: EnvRunResult(reward=0.0, info={"error", "traceback"}, traj=[])
+    data = raw(real_dir)
+    crashed = [0, 7]
+    for i in crashed:
+        data[i] = {"task_id": data[i]["task_id"], "trial": data[i]["trial"], "reward": 0.0, "traj": [],
+                   "info": {"error": "APIConnectionError: Connection error.", "traceback": "Traceback ...\n"}}
+    data[3] = {**data[3], "reward": 0.0, "traj": [], "info": {"error": "BadRequestError: This model's maximum "
+                                                                       "context length is 128000 tokens"}}
+    path = tmp_path / "gpt-4o-airline.json"
+    path.write_text(json.dumps(data))
+    rl.ingest(con, path)
+    rows = dict(con.execute("SELECT source_line - 1, status FROM rollouts WHERE status <> 'ok'").fetchall())
+    assert rows == {0: "infra_error", 7: "infra_error", 3: "truncated"}
+    assert con.execute("SELECT score, error FROM rollouts WHERE source_line = 1").fetchone() == \
+        (None, "APIConnectionError: Connection error.\nTraceback ...\n")
+    s = rl.summary(con).iloc[0]
+    honest = [r["reward"] for i, r in enumerate(data) if i not in crashed]  # the truncated one counts, as 0
+    assert s.n_infra_error == 2 and s.mean_score == pytest.approx(sum(honest) / len(honest))
+
+
+def test_two_results_files_of_one_name_are_two_runs(real_dir, con, tmp_path):
+    src = real_dir / "tau-bench" / "gpt-4o-airline.json"
+    for folder in ("run-a", "run-b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / src.name).write_text(src.read_text() if folder == "run-a" else json.dumps(raw(real_dir)))
+    result = rl.ingest(con, [tmp_path / "run-a" / src.name, tmp_path / "run-b" / src.name])
+    assert result.loaded.tolist() == [200, 200]
+    assert sorted(rl.runs(con).run) == ["gpt-4o-airline", "gpt-4o-airline@run-b"]
+    assert rl.summary(con).attempts_max.tolist() == [4, 4]

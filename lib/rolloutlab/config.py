@@ -16,6 +16,11 @@ DB_ENV_VAR = "ROLLOUTLAB_DB"
 DEBUG_ENV_VAR = "ROLLOUTLAB_DEBUG"  # set: the CLI shows tracebacks of unexpected errors
 DEFAULT_DB = DATA_DIR / "rolloutlab.duckdb"
 
+# Producers' own libraries (inspect_ai ...) for the differential tests: venvs of their own, never
+# project dependencies, built once here (git-ignored).
+PRODUCER_VENVS_DIR = PROJECT_ROOT / ".cache" / "producers"
+PRODUCER_PACKAGES = {"inspect_ai": "inspect_ai==0.3.285"}
+
 # Real logs shared with the project; tests skip where absent.
 REAL_DATA_ENV_VAR = "ROLLOUTLAB_REAL_DATA"
 REAL_DATA_DIR = PROJECT_ROOT.parent / "shared" / "data" / "real"

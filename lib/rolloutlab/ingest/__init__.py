@@ -54,7 +54,7 @@ def expand_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
 def _head(path: Path) -> tuple[str, object]:
     """The first bytes of a file as text, and its first record parsed as JSON (None if it is not).
     A first line longer than the head (a capture log whose first call had large arguments) is
-    read whole, up to ``config.SNIFF_MAX_BYTES``."""
+    read whole, up to ``config.SNIFF_MAX_BYTES`` ($ROLLOUTLAB_SNIFF_MAX_BYTES)."""
     with open(path, "rb") as fh:
         head = fh.read(HEAD_BYTES)
         start = len(head) - len(head.lstrip())
@@ -62,7 +62,7 @@ def _head(path: Path) -> tuple[str, object]:
         if head[start:start + 1] in (b"{", b"["):  # a JSON line: read to its end
             end = head.find(b"\n", start)
             line = head[start:] if end < 0 else head[start:end]
-            while end < 0 and len(line) < config.SNIFF_MAX_BYTES:
+            while end < 0 and len(line) < config.limit("SNIFF_MAX_BYTES"):
                 more = fh.read(HEAD_BYTES)
                 if not more:
                     break

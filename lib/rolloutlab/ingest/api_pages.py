@@ -41,6 +41,15 @@ def documents(path: Path) -> list[tuple[str, object]]:
     return docs
 
 
+def pages_with_more(path: Path) -> list[tuple[str, str | None]]:
+    """(location, id of its last item) of every list page of the file that says ``has_more``:
+    the API holds more objects than the file."""
+    return [(where, (doc["data"][-1].get("id") if doc.get("data") and isinstance(doc["data"], list)
+                     and isinstance(doc["data"][-1], dict) else None))
+            for where, doc in documents(path)
+            if isinstance(doc, dict) and doc.get("object") == "list" and doc.get("has_more") is True]
+
+
 def api_objects(path: Path) -> Iterator[tuple[str, object]]:
     """(location, value) for every API object of the file; list pages are opened up."""
     for where, doc in documents(path):

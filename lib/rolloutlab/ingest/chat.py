@@ -2,8 +2,11 @@
 
 Tool calls of one assistant message share a turn (they were issued together). A tool message
 answers the earliest call with its id that has no answer yet, so ids reused inside one
-trajectory (tau-bench does) still pair up in order. Messages and calls of another shape than
-these raise BadField naming where they are (``traj[3].tool_calls``).
+trajectory (tau-bench does) still pair up in order. A tool message that answers no call (a
+log that kept the results but not the calls) is still a call the agent's tools ran: it becomes
+a call of unknown origin — the tool its message names (``function``/``name``), no arguments —
+with its output size and error, so a timeout is never lost. Messages and calls of another shape
+than these raise BadField naming where they are (``traj[3].tool_calls``).
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from collections import defaultdict, deque
 from .convert import BadField, field, json_kind, parse_json_arguments, preview, text_of
 
 ID_KINDS = ("string", "integer")
+UNKNOWN_CALL = "(unknown call)"  # the tool of a result whose call is not in the log, when it names none
 
 
 def call_name_and_args(call: dict, where: str) -> tuple[str | None, object]:
@@ -27,8 +31,11 @@ def call_name_and_args(call: dict, where: str) -> tuple[str | None, object]:
 def tool_error(message: dict) -> str | None:
     """The error a tool message reports, as text (None when it succeeded)."""
     err = message.get("error")
-    if isinstance(err, dict):
-        text = err.get("message") or err.get("type")
+    if isinstance(err, dict):  # Inspect: {type: "timeout", message: "..."}: the type says what failed
+        kind, text = err.get("type"), err.get("message")
+        if isinstance(kind, str) and isinstance(text, str) and text:
+            return f"{kind}: {text}"
+        text = text or kind
         return text if isinstance(text, str) else preview(err)
     if err is True:
         return text_of(message.get("content")) or "error"
@@ -51,6 +58,7 @@ def convert_messages(messages: object, include_call=lambda call: True, ts_key: s
     calls: list[dict] = []
     out_messages: list[dict] = []
     pending: dict[object, deque] = defaultdict(deque)
+    left_out: set = set()  # ids of calls include_call leaves out (tau2's user tools): their results too
     turn = -1
     final_answer = None
     for i, msg in enumerate(_items(messages, where)):
@@ -67,6 +75,8 @@ def convert_messages(messages: object, include_call=lambda call: True, ts_key: s
                 raise BadField(f"'{here}.tool_calls[{j}]' must be a JSON object, got {json_kind(c)} {preview(c)}")
             if include_call(c):
                 tool_calls.append((j, c))
+            elif isinstance(c.get("id"), (str, int)):
+                left_out.add(c["id"])
         if role == "assistant":
             turn += 1
             if content:
@@ -85,11 +95,19 @@ def convert_messages(messages: object, include_call=lambda call: True, ts_key: s
         if role == "tool":
             answered = msg.get("tool_call_id") if msg.get("tool_call_id") is not None else msg.get("id")
             queue = pending.get(answered) if isinstance(answered, (str, int)) else None
+            if not queue and isinstance(answered, (str, int)) and answered in left_out:
+                continue  # the result of a call left out
             if queue:
                 record = queue.popleft()
-                record["output_chars"] = len(content or "")
-                record["ended_at"] = ts
-                error = tool_error(msg)
-                if error:
-                    record["status"], record["error"] = "error", error
+            else:  # a result whose call the log does not hold
+                name = msg.get("function") if isinstance(msg.get("function"), str) else msg.get("name")
+                record = {"call_id": None if answered is None else str(answered), "turn": max(turn, 0),
+                          "tool": name if isinstance(name, str) and name else UNKNOWN_CALL, "arguments": None,
+                          "status": "ok", "error": None}
+                calls.append(record)
+            record["output_chars"] = len(content or "")
+            record["ended_at"] = ts
+            error = tool_error(msg)
+            if error:
+                record["status"], record["error"] = "error", error
     return calls, out_messages, final_answer

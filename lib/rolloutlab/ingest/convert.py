@@ -82,6 +82,13 @@ def field(record: dict, key: str, kinds: str | tuple[str, ...], where: str = "",
     return value
 
 
+def int32(value: int | None, name: str) -> int | None:
+    """``value`` when it fits a 32-bit column (steps, turns); else BadField naming the field."""
+    if value is not None and not -2**31 <= value < 2**31:
+        raise BadField(f"field '{name}' must be an integer from {-2**31} to {2**31 - 1}, got number {preview(value)}")
+    return value
+
+
 def obj(record: dict, key: str, where: str = "") -> dict:
     """An optional object field, {} when absent."""
     return field(record, key, "object", where) or {}
@@ -188,6 +195,56 @@ def _locate_rejects(con, locations: list[tuple[int, str]], failures: list[tuple[
     add_rejects(con, failures)
 
 
+@dataclass(frozen=True)
+class Experiment:
+    """What a converted file says its run is: the label users read, what identifies the
+    experiment (an Inspect eval's run id, a tau2 results file's timestamp and setting), and the
+    labels to fall back to, most readable first, when the label is taken by another experiment."""
+    label: str
+    identity: str | None = None
+    fallbacks: tuple[str, ...] = ()
+
+    def meta(self) -> dict | None:
+        return {"experiment": self.identity} if self.identity else None
+
+
+def choose_run(ctx: LoadContext, experiment: Experiment, keys: Iterable[tuple[str, int | None]]) -> tuple[str, list[str]]:
+    """The run label this file's records load under, and notes saying why.
+
+    A run is one experiment and holds each (sample, attempt) once. The file's own label is kept
+    when no run has it, when the run there is the same experiment (a .json and an .eval of one
+    log: their rollouts then collide by id, and those rejects say so), or when the run there holds
+    none of this file's (sample, attempt) pairs (an eval sharded over files). Otherwise this file
+    is another experiment under the same name: it becomes a run of its own, under the first
+    fallback label that is free — never a silent duplicate. ``--run`` is the user's choice, kept as
+    given (a clash is then a reject per record)."""
+    if ctx.run:
+        return ctx.run, []
+    samples, attempts = (list(x) for x in zip(*keys)) if keys else ([], [])
+    con = ctx.con
+    taken_by = None  # (label, rollouts that clash, where they came from) of the file's own label
+    for label in (experiment.label, *experiment.fallbacks):
+        found = con.execute("SELECT meta->>'experiment' FROM runs WHERE run_id = ?", [label]).fetchone()
+        if found is not None and experiment.identity and found[0] == experiment.identity:
+            where = con.execute("SELECT any_value(s.path) FROM rollouts r JOIN sources s USING (source_id) "
+                                "WHERE r.run_id = ?", [label]).fetchone()[0]
+            return label, [f"{ctx.path}: the same experiment as run '{label}' (loaded from {where}): its records "
+                           "join that run, and those already loaded are rejects"]
+        clash = (0, None) if found is None else con.execute(
+            """SELECT count(*), any_value(s.path) FROM rollouts r
+               JOIN (SELECT unnest($samples) AS sample_id, unnest($attempts) AS attempt) k USING (sample_id, attempt)
+               LEFT JOIN sources s ON s.source_id = r.source_id WHERE r.run_id = $run""",
+            {"samples": samples, "attempts": attempts, "run": label}).fetchone()
+        if not clash[0]:
+            why = "" if taken_by is None else (
+                f": run '{taken_by[0]}' already holds {taken_by[1]} of this file's (sample, attempt) pairs from "
+                f"another experiment ({taken_by[2]})")
+            return label, [f"{ctx.path}: run label '{label}'{why} (--run LABEL to choose one)"]
+        taken_by = taken_by or (label, *clash)
+    return experiment.label, [f"{ctx.path}: run '{experiment.label}' and its other labels already hold this file's "
+                              "attempts: the ones already loaded are rejects (--run LABEL to load them apart)"]
+
+
 def loads_file(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
@@ -226,6 +283,21 @@ def classify_error(text: str | None) -> str:
     """infra_error when an error text looks like a tool/network failure, else model_error."""
     lowered = (text or "").lower()
     return "infra_error" if any(m in lowered for m in INFRA_MARKERS) else "model_error"
+
+
+# What says the model itself broke the rollout (its output could not be used), not the harness.
+MODEL_MARKERS = ("model returned", "malformed", "invalid tool", "unknown tool", "invalid arguments", "invalid json",
+                 "could not parse", "failed to parse", "parse error")
+
+
+def harness_error_status(text: str | None) -> str:
+    """The status of a rollout its harness marked as raised (a runtime error, an exception in the
+    rollout function): ``infra_error`` — unknown, never the model's 0 — unless the text says the
+    model's own output broke it (``model_error``)."""
+    lowered = (text or "").lower()
+    if any(m in lowered for m in INFRA_MARKERS):
+        return "infra_error"
+    return "model_error" if any(m in lowered for m in MODEL_MARKERS) else "infra_error"
 
 
 def jsonl_records(path: Path, line_offset: int = 0):

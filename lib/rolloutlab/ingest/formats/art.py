@@ -27,7 +27,8 @@ from dataclasses import replace
 
 from ..chat import convert_messages
 from ..context import LoadContext, LoadResult
-from ..convert import (BadField, Item, classify_error, field, guarded, json_kind, jsonl_records, load_items, preview)
+from ..convert import (BadField, Item, field, guarded, harness_error_status, int32, json_kind, jsonl_records, load_items,
+                       preview)
 from .. import step_metrics
 from ..parquet import Unreadable, columns, rows
 
@@ -129,7 +130,7 @@ def exception_records(group_json: dict, label: str, split: str, step: int | None
         text = (f"{exc.get('type')}: {exc.get('message')}" if isinstance(exc, dict) else preview(exc))
         out.append({"run": label, "step": step, "split": split,
                     "sample_id": _scenario(meta, {}) or f"step{step}/group{group}",
-                    "status": classify_error(text), "score": None, "error": text, "stop_reason": "exception",
+                    "status": harness_error_status(text), "score": None, "error": text, "stop_reason": "exception",
                     "rollout_id": f"{label}:group{group}:exception{i}"})
     return out
 
@@ -174,7 +175,7 @@ def load_trajectories(ctx: LoadContext) -> LoadResult:
 
 
 def history_rows(rec: dict, job: str) -> list[tuple]:
-    step = field(rec, "step", "integer", required=True)
+    step = int32(field(rec, "step", "integer", required=True), "step")
     splits = {str(k).split("/", 1)[0] for k in rec if str(k).split("/", 1)[0] in SPLITS and "/" in str(k)}
     line_split = SPLITS[splits.pop()] if len(splits) == 1 else "train"
     out = []

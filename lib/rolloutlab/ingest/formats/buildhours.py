@@ -2,14 +2,17 @@
 
 {sample_index, input_item, trace[events], final_message_text, metrics{grader: value},
 grader_durations, error, duration_seconds, grading_duration_seconds, usage_cumulative, usage_at_final}.
-A failed rollout there has ``metrics == {"reward": -1}`` and ``error`` set: it is an errored
-rollout (infra or model, from the error text), never a score of -1 or 0. A grader whose value is
-null failed: it is kept as a grade without a score, and the rollout is an ``infra_error``.
+A failed rollout there has ``metrics == {"reward": -1}`` and ``error`` set: the notebook's loop
+raised, so it is an ``infra_error`` unless the text says the model's output broke it (invalid
+JSON, an unknown tool: ``model_error``) — never a score of -1 or 0 (``convert.harness_error_status``).
+A grader whose value is null failed: it is kept as a grade without a score, and the rollout is an
+``infra_error``.
 """
 from __future__ import annotations
 
 from ..context import LoadContext, LoadResult
-from ..convert import BadField, classify_error, field, jsonl_items, load_items, obj, parse_json_arguments, preview, text_of
+from ..convert import (BadField, field, harness_error_status, jsonl_items, load_items, obj, parse_json_arguments,
+                       preview, text_of)
 
 FORMAT = "buildhours"
 
@@ -87,7 +90,7 @@ def record(rec: dict, label: str) -> tuple[dict | None, str | None]:
                      if isinstance(usage.get(k), int) and not isinstance(usage.get(k), bool)}}
     failed = error_text is not None and (metrics == {"reward": -1} or not metrics)
     if failed:
-        out.update(status=classify_error(error_text), score=None, error=error_text, stop_reason="error")
+        out.update(status=harness_error_status(error_text), score=None, error=error_text, stop_reason="error")
         return out, None
     bad = {k: v for k, v in metrics.items() if v is not None and not _number(v)}
     if bad:

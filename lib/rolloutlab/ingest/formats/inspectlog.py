@@ -1,7 +1,16 @@
 """Inspect AI logs: ``.eval`` (a zip: header.json, samples/<id>_epoch_<n>.json, ...) and ``.json``.
 
-One rollout per sample x epoch; the sample is ``task:id``. Scores may be letters (C = 1, P = 0.5, I = 0, N = 0), numbers or
-booleans; each scorer becomes a grade and the score is their mean. ``.eval`` files are read one
+One rollout per sample x epoch; the sample is ``task:id``. A log is one eval of one task by one
+model: its run label is ``<model>/<task>``, and it is identified by the eval's ``task_id`` (the
+suffix of its file name; ``eval_id`` / ``run_id`` in older logs). Two logs of the same eval (a
+``.json`` and an ``.eval`` of it) are one run, whose samples load once; another eval of the same
+model and task whose (sample, epoch) pairs overlap becomes a run of its own,
+``<model>/<task>@<created>`` (``convert.choose_run``). Rollout ids are the sample's ``uuid``, else
+``<eval>:<task>:<id>:<epoch>``. Scores may be letters (C = 1, P = 0.5, I = 0, N = 0), numbers or
+booleans; each scorer becomes a grade and the score is their mean. A sample ``error`` is the
+harness's failure (an exception in a solver, scorer, sandbox or the model API), never the
+model's 0: ``infra_error``, no score unless scorers gave one, the message kept; a sample that hit
+a ``limit`` (messages, tokens, time, context) is ``truncated``. ``.eval`` files are read one
 sample at a time (memory bounded by the largest sample), whether the zip stores its members
 with deflate or, as current inspect_ai does, with Zstandard; inspect_ai itself is not needed.
 """
@@ -10,11 +19,12 @@ from __future__ import annotations
 import json
 import re
 import zipfile
+from dataclasses import dataclass
 
 from ..chat import convert_messages
 from ..context import LoadContext, LoadResult
-from ..convert import (BadField, Item, classify_error, dumps, field, guarded, load_items, loads_file, obj,
-                      lenient_str, preview, text_of)
+from ..convert import (BadField, Experiment, Item, choose_run, dumps, field, guarded, load_items, loads_file, obj,
+                       lenient_str, preview, text_of)
 from ..jsonscan import loads_lenient
 from ..ziparchive import Archive
 
@@ -67,7 +77,18 @@ def grades_of(scores: dict) -> tuple[list[dict], list[str]]:
     return grades, unreadable
 
 
-def sample_record(sample: dict, label: str, model: str | None, task: str) -> dict:
+@dataclass(frozen=True)
+class EvalRun:
+    """What every sample of one log shares."""
+    label: str
+    model: str | None
+    task: str
+    ident: str  # the eval's id, for rollout ids without a uuid
+    meta: dict | None  # runs.meta: the experiment's identity
+
+
+def sample_record(sample: dict, run: EvalRun) -> dict:
+    label, model, task = run.label, run.model, run.task
     grades, unreadable = grades_of(obj(sample, "scores"))
     if unreadable and not any(g["score"] is not None for g in grades):
         raise BadField(f"scores that are neither letters (C, P, I, N) nor numbers: {', '.join(unreadable)}")
@@ -90,11 +111,15 @@ def sample_record(sample: dict, label: str, model: str | None, task: str) -> dic
     epoch = field(sample, "epoch", "integer") or 1
     sample_id = field(sample, "id", ("string", "integer"))
     target = sample.get("target")
+    limit = obj(sample, "limit")
     record = {
-        "rollout_id": field(sample, "uuid", "string") or f"{label}:{task}:{sample_id}:{epoch}",
+        "rollout_id": field(sample, "uuid", "string") or f"{run.ident}:{task}:{sample_id}:{epoch}",
         # sample ids restart at 1 in every task: qualify them, as tau2 does with its domain
         "run": label, "model": model, "sample_id": f"{task}:{sample_id}", "attempt": epoch - 1,
         "latency_s": field(sample, "total_time", "number"),
+        "started_at": field(sample, "started_at", "string"), "ended_at": field(sample, "completed_at", "string"),
+        "stop_reason": f"limit: {field(limit, 'type', 'string', 'limit.')}" if limit else None,
+        "run_meta": run.meta,
         "final_answer": completion if completion is not None else answer,
         "reference": target if isinstance(target, str) or target is None else dumps(target),
         "prompt": text_of(sample.get("input")) if not isinstance(sample.get("input"), list) else None,
@@ -103,7 +128,9 @@ def sample_record(sample: dict, label: str, model: str | None, task: str) -> dic
         "tool_calls": calls, "messages": messages, "grades": grades, "error": error_text,
     }
     if error_text:
-        record["status"] = classify_error(error_text)
+        record["status"] = "infra_error"  # the harness raised: unknown, not the model's failure
+    elif limit:
+        record["status"] = "truncated"
     elif not grades:
         record["status"] = "ungraded"  # never scored: counted, not a score of 0
     if not any(g["score"] is not None for g in grades):
@@ -111,10 +138,10 @@ def sample_record(sample: dict, label: str, model: str | None, task: str) -> dic
     return record
 
 
-def sample_item(sample: object, label: str, model: str | None, task: str, loc: str) -> Item:
+def sample_item(sample: object, run: EvalRun, loc: str) -> Item:
     if not isinstance(sample, dict):
         return Item(loc, reason="not a JSON object", raw=sample)
-    return guarded(loc, sample, lambda: Item(loc, record=sample_record(sample, label, model, task)))
+    return guarded(loc, sample, lambda: Item(loc, record=sample_record(sample, run)))
 
 
 def _eval_items(ctx: LoadContext, zf: Archive, notes: list):
@@ -133,12 +160,12 @@ def _eval_items(ctx: LoadContext, zf: Archive, notes: list):
             header = {}
     header = header if isinstance(header, dict) else {}
     ev = header.get("eval") if isinstance(header.get("eval"), dict) else {}
-    label, model, task = _label(ctx, ev, notes)
     present = {}
     for name in names:
         m = SAMPLE_NAME.match(name)
         if m:
             present[(m["id"], int(m["epoch"]))] = name
+    run = _run(ctx, ev, notes, [(sample_id, epoch) for sample_id, epoch in present])
     expected = set()
     if "summaries.json" in names:
         try:
@@ -154,7 +181,7 @@ def _eval_items(ctx: LoadContext, zf: Archive, notes: list):
         except UNREADABLE as exc:
             yield Item(loc, reason=f"{name} in the zip is unreadable ({type(exc).__name__}: {exc})", raw=name)
             continue
-        yield sample_item(sample, label, model, task, loc)
+        yield sample_item(sample, run, loc)
     for key in sorted(expected - set(present), key=lambda k: (k[1], _natural(k[0]))):
         yield Item(f"sample {key[0]} epoch {key[1]}", raw="",
                    reason="listed in summaries.json but missing from the zip")
@@ -164,14 +191,21 @@ def _natural(text: str):
     return (0, int(text), "") if text.isdigit() else (1, 0, text)
 
 
-def _label(ctx: LoadContext, ev: dict, notes: list):
+def _run(ctx: LoadContext, ev: dict, notes: list, samples: list[tuple[object, int]]) -> EvalRun:
+    """The log's run: its label (chosen against the runs loaded: ``convert.choose_run``), model,
+    task and identity. ``samples``: the (id, epoch) pairs it holds."""
     model = lenient_str(ev, "model")
     task = lenient_str(ev, "task") or ctx.path.stem
-    label = ctx.run or model or ctx.path.stem
-    if not ctx.run:
-        notes.append(f"{ctx.path}: run label '{label}' ({'the model' if model else 'the file name'}; "
-                     "--run to override)")
-    return label, model, task
+    ident = lenient_str(ev, "task_id") or lenient_str(ev, "eval_id") or lenient_str(ev, "run_id")
+    label = f"{model}/{task}" if model else ctx.path.stem
+    created = (lenient_str(ev, "created") or "")[:19]
+    fallbacks = tuple(f for f in (f"{label}@{created}" if created else None,
+                                  f"{label}@{ident[:8]}" if ident else None, f"{label}@{ctx.path.stem}") if f)
+    experiment = Experiment(label, f"inspect:{ident}" if ident else None, fallbacks)
+    keys = [(f"{task}:{sample_id}", int(epoch) - 1) for sample_id, epoch in samples]
+    label, why = choose_run(ctx, experiment, keys)
+    notes.extend(why)
+    return EvalRun(label, model, task, ident or label, experiment.meta() if label != ctx.run else None)
 
 
 def load(ctx: LoadContext) -> LoadResult:
@@ -186,14 +220,15 @@ def load(ctx: LoadContext) -> LoadResult:
     data, damage = loads_lenient(loads_file(ctx.path), depth=2)
     data = data if isinstance(data, dict) else {}
     ev = data.get("eval") if isinstance(data.get("eval"), dict) else {}
-    label, model, task = _label(ctx, ev, notes)
     samples = data.get("samples") if isinstance(data.get("samples"), list) else []
+    run = _run(ctx, ev, notes, [(s.get("id"), s.get("epoch") or 1) for s in samples if isinstance(s, dict)
+                                and isinstance(s.get("id"), (str, int)) and isinstance(s.get("epoch") or 1, int)])
     if not samples and not damage:
         notes.append(f"{ctx.path}: no samples in the log (status {data.get('status')!r}): nothing to load")
 
     def found():  # converted a batch at a time, as they load
         for i, s in enumerate(samples):
-            yield sample_item(s, label, model, task, f"sample {s.get('id')!s:.40} epoch {s.get('epoch')!s:.20}"
+            yield sample_item(s, run, f"sample {s.get('id')!s:.40} epoch {s.get('epoch')!s:.20}"
                               if isinstance(s, dict) else f"sample {i}")
         if damage:
             yield Item(f"sample {len(samples)}", reason=damage.describe(), raw="")

@@ -42,6 +42,8 @@ ROLLOUT_FIELDS = [
     Field("prompt", "text"),
     Field("reference", "text"),
     Field("meta", "object"),
+    # what identifies the experiment a converted file's run is (runs.meta), e.g. an Inspect eval's run_id
+    Field("run_meta", "object"),
 ]
 USAGE_FIELDS = [
     Field("input_tokens", "integer", minimum=0),
@@ -216,7 +218,7 @@ def rows_sql(has_run_override: bool, staged: Staged) -> str:
         {usage['input_tokens']} AS input_tokens, {usage['output_tokens']} AS output_tokens,
         {usage['reasoning_tokens']} AS reasoning_tokens,
         {v['cost_usd']} AS cost_usd, {v['error']} AS error,
-        {v['prompt']} AS prompt, {v['reference']} AS reference, {has_items}
+        {v['prompt']} AS prompt, {v['reference']} AS reference, {v['run_meta']} AS run_meta, {has_items}
     FROM parsed
     """
 
@@ -262,6 +264,47 @@ def rejected_lines_sql() -> str:
     """
 
 
+def attempts_sql() -> str:
+    """The attempt of every line not rejected so far, and why a line cannot be the attempt it says.
+
+    A run holds each (sample, attempt) once: a line whose attempt the run already has (from this
+    file or another) is a reject naming where it is, never a silent duplicate. Lines without an
+    attempt are numbered after every attempt the run has of that sample (loaded, or given in this
+    file), in line order: more attempts of the same run, never a clash."""
+    same = "o.run_id = f.run_id AND o.sample_id = f.sample_id AND o.attempt = f.attempt"
+    return f"""
+    CREATE OR REPLACE TEMP TABLE _rl_attempts AS
+    WITH live AS (
+        SELECT line_no, run_id, sample_id, attempt_given FROM _rl_rows
+        WHERE line_no NOT IN (SELECT line_no FROM _rl_rejected)),
+    loaded AS (
+        SELECT run_id, sample_id, attempt, source_id, source_line FROM rollouts
+        WHERE run_id IN (SELECT DISTINCT run_id FROM live) AND sample_id IS NOT NULL),
+    base AS (
+        SELECT run_id, sample_id, max(attempt) + 1 AS base FROM (
+            SELECT run_id, sample_id, attempt FROM loaded
+            UNION ALL SELECT run_id, sample_id, attempt_given FROM live) GROUP BY run_id, sample_id),
+    numbered AS (
+        SELECT l.line_no, l.run_id, l.sample_id,
+               coalesce(l.attempt_given, coalesce(b.base, 0) + row_number() OVER (
+                   PARTITION BY l.run_id, l.sample_id, l.attempt_given IS NULL ORDER BY l.line_no) - 1) AS attempt
+        FROM live l LEFT JOIN base b USING (run_id, sample_id)),
+    firsts AS (
+        SELECT *, min(line_no) OVER (PARTITION BY run_id, sample_id, attempt) AS first_line FROM numbered)
+    SELECT f.line_no, f.attempt,
+        CASE WHEN o.run_id IS NOT NULL
+             THEN 'run ''' || f.run_id || ''' already has attempt ' || f.attempt || ' of sample ''' || f.sample_id
+                  || ''' (' || CASE WHEN o.source_id = $source_id THEN 'line ' || o.source_line
+                                    ELSE 'from ' || s.path || ' line ' || o.source_line END
+                  || '): each attempt loads once; if this file is another experiment, load it under a run '
+                  || 'label of its own (--run LABEL)'
+             WHEN f.first_line < f.line_no
+             THEN 'attempt ' || f.attempt || ' of sample ''' || f.sample_id || ''' in run ''' || f.run_id
+                  || ''' is already on line ' || f.first_line || ': each attempt loads once' END AS reason
+    FROM firsts f LEFT JOIN loaded o ON {same} LEFT JOIN sources s ON s.source_id = o.source_id
+    """
+
+
 def insert_sql() -> list[str]:
     """Statements filling the canonical tables from the lines not rejected."""
     ok = "(SELECT * FROM _rl_rows WHERE line_no NOT IN (SELECT line_no FROM _rl_rejected))"
@@ -275,18 +318,14 @@ def insert_sql() -> list[str]:
             SELECT line_no, sum(score * weight) / nullif(sum(weight) FILTER (WHERE score IS NOT NULL), 0) AS weighted,
                    bool_or(score IS NULL) AS grader_failed
             FROM _rl_grades GROUP BY line_no)
-        SELECT w.rollout_id, w.run_id, w.sample_id,
-            coalesce(w.attempt_given, coalesce(e.earlier, 0)
-                     + row_number() OVER (PARTITION BY w.run_id, w.sample_id ORDER BY w.line_no) - 1),
-            w.started_at, w.ended_at, w.latency_s,
+        SELECT w.rollout_id, w.run_id, w.sample_id, a.attempt, w.started_at, w.ended_at, w.latency_s,
             coalesce(w.status_given, CASE WHEN g.grader_failed THEN 'infra_error' ELSE 'ok' END),
             w.stop_reason, w.final_answer,
             coalesce(w.score_given, g.weighted), coalesce(c.n_turns, 0), coalesce(c.n_calls, 0),
             w.input_tokens, w.output_tokens, w.reasoning_tokens, w.cost_usd, w.error,
             $source_id, w.line_no
-        FROM _rl_ok w LEFT JOIN calls c USING (line_no) LEFT JOIN graded g USING (line_no)
-        LEFT JOIN (SELECT run_id, sample_id, count(*) AS earlier FROM rollouts  -- lines loaded before
-                   WHERE source_id = $source_id GROUP BY run_id, sample_id) e USING (run_id, sample_id)""",
+        FROM _rl_ok w JOIN _rl_attempts a USING (line_no) LEFT JOIN calls c USING (line_no)
+        LEFT JOIN graded g USING (line_no)""",
         """INSERT INTO tool_calls
         SELECT w.rollout_id, t.idx, coalesce(t.turn, t.idx), t.tool, t.arguments, t.started_at, t.ended_at,
                t.latency_s, t.status, t.error, t.output_chars
@@ -299,7 +338,7 @@ def insert_sql() -> list[str]:
         FROM _rl_messages t JOIN _rl_ok w USING (line_no)""",
         """INSERT INTO runs
         SELECT run_id, run_id, any_value(model), any_value(checkpoint), any_value(step),
-               mode(split), $source_id, NULL
+               mode(split), $source_id, any_value(run_meta)
         FROM _rl_ok WHERE run_id NOT IN (SELECT run_id FROM runs) GROUP BY run_id""",
         """INSERT INTO samples
         SELECT sample_id, split, any_value(prompt), any_value(reference), NULL, $source_id
@@ -314,7 +353,7 @@ def insert_sql() -> list[str]:
     ]
 
 
-STAGING = ("_rl_tool_calls", "_rl_grades", "_rl_messages", "_rl_rows", "_rl_rejected", "_rl_ok")
+STAGING = ("_rl_tool_calls", "_rl_grades", "_rl_messages", "_rl_rows", "_rl_rejected", "_rl_attempts", "_rl_ok")
 
 
 def load(ctx: LoadContext) -> LoadResult:
@@ -342,6 +381,8 @@ def load_part(ctx: LoadContext) -> LoadResult:
     con.execute(items_sql("grades", grade_values()))
     con.execute(items_sql("messages", _typed(MESSAGE_FIELDS)))
     con.execute(rejected_lines_sql(), {"source_id": ctx.source_id})
+    con.execute(attempts_sql(), {"source_id": ctx.source_id})
+    con.execute("INSERT INTO _rl_rejected SELECT line_no, reason FROM _rl_attempts WHERE reason IS NOT NULL")
     con.execute(f"""INSERT INTO {STAGED_REJECTS}
         SELECT j.line_no, l.line, j.reason FROM _rl_rejected j JOIN {LINES_TABLE} l USING (line_no)""")
     for sql in insert_sql():

@@ -12,19 +12,22 @@ structured ones (``scores.train_reward_mean``) meet as one metric (``reward_mean
 """
 from __future__ import annotations
 
+import math
 import re
 
 from ..context import LoadContext, LoadResult
-from ..convert import BadField, Item, dumps, field, guarded, json_kind, obj, preview
+from ..convert import BadField, Item, dumps, field, guarded, int32, json_kind, obj, preview
 from .. import step_metrics
-from ..api_pages import Broken, api_objects, object_of
+from ..api_pages import Broken, api_objects, object_of, pages_with_more
 
 FORMAT = "openai-finetune"
 EVENT, JOB, CHECKPOINT = "fine_tuning.job.event", "fine_tuning.job", "fine_tuning.job.checkpoint"
 OBJECTS = (EVENT, JOB, CHECKPOINT)
-SPLIT_PREFIXES = (("full_valid_", "valid"), ("valid_", "valid"), ("eval_", "valid"), ("train_", "train"))
+# full_valid_ is the whole validation set, valid_ one validation batch: two measurements, two splits
+SPLIT_PREFIXES = (("full_valid_", "full_valid"), ("valid_", "valid"), ("eval_", "valid"), ("train_", "train"))
 NOT_METRICS = {"step", "total_steps"}
-JOB_ID = re.compile(r"ftjob-[A-Za-z0-9]+")
+JOB_ID = re.compile(r"ftjob-[A-Za-z0-9]{6,}")
+SIBLINGS = 50  # files of the same folder looked at for the job id an events page does not carry
 
 
 def sniff(path, head: str, first_record) -> bool:
@@ -35,7 +38,8 @@ def sniff(path, head: str, first_record) -> bool:
 
 
 def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A metric value: a finite number (a JSON 1e400 reads as infinity: no metric)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def split_metric(key: str, default: str = "train") -> tuple[str, str]:
@@ -103,7 +107,15 @@ def _job_id(ctx: LoadContext, values: list) -> str:
         if isinstance(v, dict) and v.get("object") == CHECKPOINT and isinstance(v.get("fine_tuning_job_id"), str):
             return v["fine_tuning_job_id"]
     found = JOB_ID.search(str(ctx.path))
-    return found.group(0) if found else ctx.path.stem
+    if found:
+        return found.group(0)
+    # event pages name no job: a folder saved for one job says which in its other files
+    beside = set()
+    for sibling in sorted(ctx.path.parent.iterdir())[:SIBLINGS]:
+        if sibling != ctx.path and sibling.suffix in (".json", ".jsonl") and sibling.is_file():
+            with open(sibling, "rb") as fh:
+                beside.update(JOB_ID.findall(fh.read(1 << 16).decode("utf-8", errors="replace")))
+    return beside.pop() if len(beside) == 1 else ctx.path.stem
 
 
 def convert(value, job: str) -> tuple[list[tuple], dict | None]:
@@ -115,10 +127,10 @@ def convert(value, job: str) -> tuple[list[tuple], dict | None]:
         if value.get("type") != "metrics":
             return [], None
         data = field(value, "data", "object", required=True)
-        step = field(data, "step", "integer", "data.", required=True)
+        step = int32(field(data, "step", "integer", "data.", required=True), "data.step")
         return [(job, step, s, g, m, v) for (s, g, m), v in event_metrics(data).items()], None
     if kind == CHECKPOINT:
-        step = field(value, "step_number", "integer", required=True)
+        step = int32(field(value, "step_number", "integer", required=True), "step_number")
         metrics = obj(value, "metrics")
         rows = [(job, step, *split_metric(k), v) for k, v in metrics.items() if _number(v) and k not in NOT_METRICS]
         return [(j, st, sp, "", m, float(v)) for j, st, sp, m, v in rows], None
@@ -158,6 +170,9 @@ def load(ctx: LoadContext) -> LoadResult:
         con.execute("INSERT INTO training_jobs VALUES ($job, $model, $fine_tuned_model, $method, $status, "
                     "$hyperparameters, $meta, $sid)", {**j, "sid": ctx.source_id})
     notes = [] if ctx.run else [f"{ctx.path}: job '{job}' (--run to name it)"]
+    for where, last_id in pages_with_more(ctx.path):  # the API said so: never a silent gap
+        notes.append(f"{ctx.path}: the page at {where} says has_more: true: the job has more events than this "
+                     f"file holds; fetch them (after={last_id}) and ingest them too")
     if not values:
         notes.append(f"{ctx.path}: no records in the file: nothing to load")
     return LoadResult(n_records=len(values), n_rejected=len(rejects), notes=notes)

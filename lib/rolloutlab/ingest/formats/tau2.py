@@ -1,11 +1,16 @@
 """tau2-bench results: {timestamp, info, tasks, simulations[]}; one rollout per simulation.
 
-A sample is ``domain:task_id``; the run label is the agent model (info.agent_info.llm), with the
-agent implementation appended when it is not the default ``llm_agent`` (e.g. the no-user
-``llm_agent_solo`` setting), so different settings never merge silently. The termination
-reason sets the status: hitting a limit is ``truncated``, a failure of the environment or the
-simulated user is ``infra_error``, the agent's own error ``model_error``; a simulation without a
-reward was never graded (``ungraded``).
+A sample is ``domain:task_id``. A results file is one experiment, and its run label says which:
+the agent model and the domain (``gpt-4.1/airline``), with the agent implementation appended
+when it is not the default ``llm_agent`` (the no-user ``llm_agent_solo`` setting), so different
+experiments never merge silently. When that label already holds attempts of the same tasks from
+another results file (another timestamp), the file becomes a run of its own,
+``<label>@<its timestamp>`` (``convert.choose_run``); ``--run`` merges files on purpose. The
+termination reason sets the status: hitting a limit is ``truncated``, a failure of the
+environment or the simulated user is ``infra_error``, the agent's own error ``model_error``; a
+simulation without a reward was never graded (``ungraded``). A full-duplex (voice) simulation
+stores ``ticks`` instead of ``messages``: its messages are read from the ticks' agent and user
+chunks, tool calls and results, as tau2's own ``SimulationRun.get_messages`` does.
 
 Per-simulation files — tau2's "dir" layout (``results.json`` holding the metadata and
 ``simulations/<id>.json``), and layouts such as ``task_<T>_trial_<R>.json`` — hold one simulation
@@ -15,9 +20,12 @@ for row, as the results file of the same simulations.
 """
 from __future__ import annotations
 
+import itertools
+
 from ..chat import convert_messages
 from ..context import LoadContext, LoadResult
-from ..convert import Item, field, guarded, lenient_obj, lenient_str, load_items, loads_file, obj
+from ..convert import (BadField, Experiment, Item, choose_run, field, guarded, json_kind, lenient_obj, lenient_str,
+                       load_items, loads_file, obj, preview, text_of)
 from ..jsonscan import loads_lenient
 
 FORMAT = "tau2"
@@ -33,7 +41,11 @@ ID_KINDS = ("string", "integer")
 
 
 def sniff(path, head: str, first_record) -> bool:
-    return path.suffix == ".json" and (('"agent_info"' in head and '"user_info"' in head) or is_simulation(head))
+    """A results file (``info.agent_info``/``user_info``), a file of one simulation or a bare list of
+    them, or a leaderboard submission (``{domain, agent, model, simulations}``)."""
+    return path.suffix == ".json" and (('"agent_info"' in head and '"user_info"' in head) or is_simulation(head)
+                                       or ('"simulations"' in head and '"termination_reason"' in head
+                                           and '"task_id"' in head))
 
 
 def is_simulation(head: str) -> bool:
@@ -42,16 +54,60 @@ def is_simulation(head: str) -> bool:
             and '"agent_info"' not in head)
 
 
-def run_label(info: dict) -> str | None:
+def run_label(info: dict, domain: str | None = None) -> str | None:
+    """``<agent model>/<domain>[/<implementation>]``, None when the file names no agent model."""
     agent = lenient_obj(info, "agent_info")
     llm, impl = lenient_str(agent, "llm"), lenient_str(agent, "implementation")
-    if llm and impl and impl != "llm_agent":
-        return f"{llm}/{impl}"
-    return llm
+    if not llm:
+        return None
+    parts = [llm] + ([domain] if domain else []) + ([impl] if impl and impl != "llm_agent" else [])
+    return "/".join(parts)
 
 
-def _sum_usage(messages: list, key: str) -> int | None:
-    values = [m["usage"].get(key) for m in messages
+def experiment(info: dict, domain: str, timestamp: str | None, path) -> Experiment:
+    """The experiment a results file is: its setting and timestamp; ``<label>@<timestamp>`` (then
+    ``@<file name>``) when the label is taken by another."""
+    label = run_label(info, domain) or path.stem
+    user = lenient_str(lenient_obj(info, "user_info"), "llm")
+    identity = f"tau2:{timestamp}:{label}:{user}" if timestamp else None
+    stamp = (timestamp or "")[:19]
+    return Experiment(label, identity, tuple(f for f in (f"{label}@{stamp}" if stamp else None, f"{label}@{path.stem}")
+                                            if f))
+
+
+def _content(chunk) -> str | None:
+    return text_of(chunk.get("content")) if isinstance(chunk, dict) else None
+
+
+def messages_from_ticks(ticks: list) -> list[dict]:
+    """A full-duplex simulation's messages from its ticks, in time order: each side's speech
+    chunks joined into one message until the other side speaks or a tool runs, tool calls and
+    their results as they happened. Ticks without speech or tools (most of them) add nothing."""
+    events: list[dict] = []
+    for i, tick in enumerate(ticks):
+        if not isinstance(tick, dict):
+            raise BadField(f"'ticks[{i}]' must be a JSON object, got {json_kind(tick)} {preview(tick)}")
+        ts = tick.get("timestamp")
+        for side, role in (("agent", "assistant"), ("user", "user")):
+            text = _content(tick.get(f"{side}_chunk"))
+            calls = tick.get(f"{side}_tool_calls") or []
+            if text or calls:
+                events.append({"role": role, "content": text, "tool_calls": calls or None, "timestamp": ts})
+            for result in tick.get(f"{side}_tool_results") or []:
+                if isinstance(result, dict):
+                    events.append({**result, "role": "tool", "timestamp": result.get("timestamp", ts)})
+    merged: list[dict] = []
+    for ev in events:  # one utterance per side until the other speaks: not one message per 50 ms tick
+        last = merged[-1] if merged else None
+        if last and ev["role"] == last["role"] != "tool" and not last.get("tool_calls") and not ev.get("tool_calls"):
+            last["content"] = " ".join(x for x in (last["content"], ev["content"]) if x)
+        else:
+            merged.append(dict(ev))
+    return merged
+
+
+def _sum_usage(messages: list | None, key: str) -> int | None:
+    values = [m["usage"].get(key) for m in messages or ()
               if isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("usage"), dict)]
     values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return int(sum(values)) if values else None
@@ -63,10 +119,14 @@ def record(sim: dict, i: int, domain: str, label: str, model: str | None) -> dic
     reward_info = obj(sim, "reward_info")
     reward = field(reward_info, "reward", "number", "reward_info.")
     messages = sim.get("messages")
+    if messages is None and sim.get("ticks") is not None:
+        messages = messages_from_ticks(field(sim, "ticks", "array"))
     calls, out_messages, answer = convert_messages(
         messages, include_call=lambda c: c.get("requestor", "assistant") == "assistant", ts_key="timestamp")
     termination = field(sim, "termination_reason", "string")
     cost = field(sim, "agent_cost", "number")
+    diagnostics = sim.get("info") if isinstance(sim.get("info"), dict) else {}  # the runner's error, when it failed
+    failure = next((diagnostics[k] for k in ("error", "error_traceback") if isinstance(diagnostics.get(k), str)), None)
     breakdown = obj(reward_info, "reward_breakdown", "reward_info.")
     status = TERMINATION_STATUS.get(termination, "ok")
     if reward is None and status == "ok":
@@ -85,17 +145,20 @@ def record(sim: dict, i: int, domain: str, label: str, model: str | None) -> dic
                   "output_tokens": _sum_usage(messages, "completion_tokens")},
         "grades": [{"grader": str(k), "score": v, "weight": 0.0} for k, v in breakdown.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)],
-        "tool_calls": calls, "messages": out_messages,
+        "tool_calls": calls, "messages": out_messages, "error": failure,
     }
 
 
-def items(sims: list, domain: str, label: str, model: str | None):
+def items(sims: list, domain: str, label: str, model: str | None, run_meta: dict | None = None):
     for i, sim in enumerate(sims):
         if not isinstance(sim, dict):
             yield Item(f"simulation {i}", reason="not a JSON object", raw=sim)
             continue
         loc = f"simulation {i} (task {sim.get('task_id')!s:.40}, trial {sim.get('trial')!s:.20})"
-        yield guarded(loc, sim, lambda: Item(loc, record=record(sim, i, domain, label, model)))
+        item = guarded(loc, sim, lambda: Item(loc, record=record(sim, i, domain, label, model)))
+        if item.record is not None and run_meta:
+            item.record["run_meta"] = run_meta
+        yield item
 
 
 def run_folder(path):
@@ -110,7 +173,15 @@ def load_simulation(ctx: LoadContext, text: str) -> LoadResult:
     info = lenient_obj(meta, "info")
     domain = lenient_str(lenient_obj(info, "environment_info"), "domain_name") or "unknown"
     label = ctx.run or folder.name
-    sim, damage = loads_lenient(text, depth=0)
+    sim, damage = loads_lenient(text, depth=1)
+    if isinstance(sim, list):  # a bare list of simulations: the file is the run
+        label = ctx.run or ctx.path.stem
+        found = items(sim, domain, label, None)
+        if damage:
+            found = itertools.chain(found, [Item(f"simulation {len(sim)}", reason=damage.describe(), raw="")])
+        notes = [] if ctx.run else [f"{ctx.path}: a list of simulations without the results file's info: run "
+                                    f"label '{label}' (the file name), domain '{domain}' (--run to override)"]
+        return load_items(ctx, found, notes)
     if damage or not isinstance(sim, dict):
         found = [Item("simulation", reason=damage.describe() if damage else "not a JSON object", raw=text[:2000])]
     else:
@@ -124,17 +195,22 @@ def load(ctx: LoadContext) -> LoadResult:
         return load_simulation(ctx, text)
     data, damage = loads_lenient(text, depth=2)
     info = lenient_obj(data, "info")
+    if not info and isinstance(data, dict) and lenient_str(data, "model"):  # a leaderboard submission's own header
+        info = {"agent_info": {"llm": lenient_str(data, "model"), "implementation": lenient_str(data, "agent")},
+                "environment_info": {"domain_name": lenient_str(data, "domain")}}
     domain = lenient_str(lenient_obj(info, "environment_info"), "domain_name") or "unknown"
-    model = run_label(info)
-    label = ctx.run or model or ctx.path.stem
-    notes = [] if ctx.run else [f"{ctx.path}: run label '{label}' (the agent model; --run to override)"]
     sims = data.get("simulations") if isinstance(data, dict) and isinstance(data.get("simulations"), list) else []
-    found = list(items(sims, domain, label, lenient_str(lenient_obj(info, "agent_info"), "llm")))
+    keys = [(f"{domain}:{s.get('task_id')}", s.get("trial")) for s in sims
+            if isinstance(s, dict) and isinstance(s.get("task_id"), (str, int)) and isinstance(s.get("trial"), int)]
+    timestamp = lenient_str(data, "timestamp") if isinstance(data, dict) else None
+    label, notes = choose_run(ctx, experiment(info, domain, timestamp, ctx.path), keys)
+    found = items(sims, domain, label, lenient_str(lenient_obj(info, "agent_info"), "llm"), experiment(
+        info, domain, timestamp, ctx.path).meta() if label != ctx.run else None)
     if damage:
-        found.append(Item(f"simulation {len(sims)}", reason=damage.describe(), raw=""))
-    elif not sims and isinstance(data, dict) and "simulation_index" in data:
-        notes.append(f"{ctx.path}: tau2's dir layout: the simulations are in {ctx.path.parent / 'simulations'} "
-                     "(ingest the folder)")
+        found = itertools.chain(found, [Item(f"simulation {len(sims)}", reason=damage.describe(), raw="")])
+    elif not sims and isinstance(data, dict) and ("simulation_index" in data or (ctx.path.parent / "simulations").is_dir()):
+        notes = [f"{ctx.path}: tau2's dir layout: the simulations are in {ctx.path.parent / 'simulations'} "
+                 "(ingest the folder)"]
     elif not sims:
-        notes.append(f"{ctx.path}: no simulations in the file: nothing to load")
+        notes = [f"{ctx.path}: no simulations in the file: nothing to load"]
     return load_items(ctx, found, notes)
