@@ -21,8 +21,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# Containers and cloud notebooks run as root, which JupyterLab refuses without --allow-root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(STAMP) data/rolloutlab.duckdb
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(ALLOW_ROOT)
 
 data/rolloutlab.duckdb: | $(STAMP)
 	$(BIN)/rolloutlab demo

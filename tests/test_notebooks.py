@@ -61,3 +61,15 @@ def test_executes_end_to_end(path, small_db, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert images, "every notebook shows at least one figure"
+
+
+def test_make_lab_starts_jupyterlab_as_root_and_as_a_user():
+    # JupyterLab refuses to run as root without --allow-root (containers and cloud notebooks run
+    # as root): `make lab` passes it exactly then.
+    import os
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "-C", str(config.PROJECT_ROOT), "lab"], capture_output=True, text=True,
+                         check=True).stdout
+    command = next(line for line in out.splitlines() if "jupyter lab" in line)
+    assert ("--allow-root" in command) == (os.getuid() == 0), command
