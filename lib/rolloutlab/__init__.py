@@ -20,7 +20,13 @@ _pd.set_option("display.html.use_mathjax", False)
 _pd.set_option("styler.html.mathjax", False)
 
 # Heavy (plotly) names load on first use, so that `import rolloutlab` and the CLI stay light.
-_LAZY = {"build_report": "report", "write_report": "report", "plots": None, "spark": None, "live": "liveview", "live_frame": "liveview"}
+_LAZY = {"build_report": "report", "write_report": "report", "plots": None, "spark": None, "live": "liveview",
+         "live_frame": "liveview",
+         # curation (analysis) and the writers of training files
+         "curate": "curate", "signal_by_step": "curate", "write_curated": "datasets",
+         # failure modes (scikit-learn loads with them)
+         "failure_modes": "failure_modes", "failure_mode_of": "failure_modes",
+         "failure_modes_diff": "failure_modes", "trajectory_diff": "failure_modes", "sample_diff": "failure_modes"}
 
 
 def __getattr__(name):
@@ -42,4 +48,6 @@ __all__ = [
     "check", "audit",
     "compare", "sample_deltas", "distribution_shift", "shift_test", "by_step",
     "explore", "build_report", "write_report", "plots", "spark", "live", "live_frame",
+    "curate", "signal_by_step", "write_curated",
+    "failure_modes", "failure_mode_of", "failure_modes_diff", "trajectory_diff", "sample_diff",
 ]
