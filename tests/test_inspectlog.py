@@ -246,9 +246,9 @@ def test_a_sample_error_is_the_harness_not_the_model_and_a_limit_truncates(con, 
     path = tmp_path / "log.json"
     path.write_text(json.dumps(log))
     rl.ingest(con, path)
-    rows = con.execute("SELECT sample_id, status, stop_reason, error FROM rollouts ORDER BY 1").fetchall()
-    assert rows == [("t:1", "infra_error", None, "RuntimeError: sandbox container exited"),
-                    ("t:2", "truncated", "limit: message", None), ("t:3", "ok", None, None)]
+    rows = con.execute("SELECT sample_id, status, stop_reason, stop_reason_raw, error FROM rollouts ORDER BY 1").fetchall()
+    assert rows == [("t:1", "infra_error", "unknown", None, "RuntimeError: sandbox container exited"),
+                    ("t:2", "truncated", "turn_limit", "limit: message", None), ("t:3", "ok", "unknown", None, None)]
     s = rl.summary(con).iloc[0]
     assert (s.n_excluded, s.mean_score) == (1, pytest.approx(0.5))  # the crash left out, counted
 

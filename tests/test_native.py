@@ -35,7 +35,8 @@ def test_full_record_maps_field_by_field(con):
     assert row.run_id == "base" and row.sample_id == "q-1" and row.attempt == 0
     assert row.started_at == datetime(2025, 12, 9, 10, 0, 0)
     assert row.latency_s == pytest.approx(12.5)  # derived from the two times
-    assert (row.status, row.stop_reason, row.final_answer, row.score) == ("ok", "final_answer", "$32", 1.0)
+    assert (row.status, row.stop_reason, row.final_answer, row.score) == ("ok", "stop", "$32", 1.0)
+    assert row.stop_reason_raw == "final_answer"  # the producer's word, beside the vocabulary's
     # three calls; the 2nd and 3rd share turn 1 (issued in parallel) -> 2 turns
     assert (row.n_tool_calls, row.n_turns) == (3, 2)
     assert (row.input_tokens, row.output_tokens, row.reasoning_tokens) == (2500, 300, 1200)

@@ -25,7 +25,8 @@ def test_connect_creates_canonical_tables_with_version(con):
                                       "WHERE table_name = 'rollouts' ORDER BY ordinal_position").fetchall()]
     assert cols == ["rollout_id", "run_id", "sample_id", "attempt", "started_at", "ended_at", "latency_s",
                     "status", "stop_reason", "final_answer", "score", "n_turns", "n_tool_calls", "input_tokens",
-                    "output_tokens", "reasoning_tokens", "cost_usd", "error", "source_id", "source_line"]
+                    "output_tokens", "reasoning_tokens", "cost_usd", "error", "source_id", "source_line",
+                    "stop_reason_raw"]
 
 
 def test_default_path_comes_from_env(monkeypatch, tmp_path):

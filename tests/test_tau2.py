@@ -90,11 +90,14 @@ def test_statuses_and_a_simulation_without_reward_info(con, tmp_path):
     # a simulation that was never graded is loaded and counted (ungraded), never rejected
     assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [7, 7, 0]
     rows = {s: (st, score, stop) for s, st, score, stop in
-            con.execute("SELECT sample_id, status, score, stop_reason FROM rollouts").fetchall()}
+            con.execute("SELECT sample_id, status, score, stop_reason_raw FROM rollouts").fetchall()}
     assert rows == {"air:1": ("ok", 1.0, "user_stop"), "air:2": ("ungraded", None, "user_stop"),
                     "air:3": ("truncated", 0.0, "max_steps"), "air:4": ("truncated", 0.0, "too_many_errors"),
                     "air:5": ("infra_error", 0.0, "infrastructure_error"),
                     "air:6": ("infra_error", None, "user_error"), "air:7": ("model_error", 0.0, "agent_error")}
+    stops = dict(con.execute("SELECT stop_reason_raw, stop_reason FROM rollouts").fetchall())
+    assert stops == {"user_stop": "user_stop", "max_steps": "turn_limit", "too_many_errors": "error",
+                     "infrastructure_error": "error", "user_error": "error", "agent_error": "error"}
     s = rl.summary(con).iloc[0]
     assert (s.n_infra_error, s.n_ungraded, s.n_excluded, s.rollouts_used) == (2, 1, 3, 4)
 
@@ -223,7 +226,7 @@ def test_a_full_duplex_simulation_is_ungraded_with_what_it_has(con, tmp_path):
     path = _tiny(tmp_path, sims)
     result = rl.ingest(con, path)
     assert result.loc[0, ["records", "loaded", "rejected"]].tolist() == [2, 2, 0]
-    rows = con.execute("SELECT sample_id, attempt, status, stop_reason, latency_s, score, n_tool_calls, n_turns "
+    rows = con.execute("SELECT sample_id, attempt, status, stop_reason_raw, latency_s, score, n_tool_calls, n_turns "
                        "FROM rollouts ORDER BY 1").fetchall()
     assert rows == [("air:40", 0, "ungraded", "user_stop", 376.0, None, 1, 1),
                     ("air:41", 0, "infra_error", "infrastructure_error", 12.5, None, 0, 0)]

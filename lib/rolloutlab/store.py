@@ -15,8 +15,9 @@ from typing import Iterator
 import duckdb
 
 from . import config
+from .stop_reasons import stop_reason_sql
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 STATUSES = ("ok", "model_error", "infra_error", "truncated", "ungraded")
 
@@ -96,6 +97,19 @@ SAMPLE_SOURCES_DDL = """CREATE TABLE IF NOT EXISTS sample_sources (
     sample_id VARCHAR NOT NULL, split VARCHAR, source_id INTEGER NOT NULL)"""
 SCHEMA_DDL.append(SAMPLE_SOURCES_DDL)
 
+# People's judgements of rollouts (version 8): "this one is actually correct". Not tied to a
+# source, so they survive re-ingest; one row per judgement (several people may label a rollout).
+LABELS_DDL = """CREATE TABLE IF NOT EXISTS labels (
+    rollout_id VARCHAR NOT NULL, value DOUBLE, passed BOOLEAN, note VARCHAR, who VARCHAR,
+    labelled_at TIMESTAMP, origin VARCHAR)"""
+SCHEMA_DDL.append(LABELS_DDL)
+# Why a rollout stopped (version 8): stop_reason in one vocabulary (ingest/stop_reasons.py), the
+# producer's own word beside it.
+STOP_REASON_DDL = "ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS stop_reason_raw VARCHAR"
+SCHEMA_DDL.append(STOP_REASON_DDL)
+
+STOP_REASON_SQL = stop_reason_sql("stop_reason_raw")
+
 # version -> statements that bring a database of that version to the next one
 MIGRATIONS = {
     1: [ENDPOINT_EVENTS_DDL],
@@ -112,6 +126,9 @@ MIGRATIONS = {
         """INSERT INTO sample_sources SELECT sample_id, split, source_id FROM samples WHERE source_id IS NOT NULL
            UNION SELECT DISTINCT s.sample_id, s.split, r.source_id FROM samples s JOIN rollouts r USING (sample_id)
            WHERE r.source_id IS NOT NULL"""],
+    7: [LABELS_DDL, STOP_REASON_DDL,  # 8: human labels; stop reasons in one vocabulary
+        "UPDATE rollouts SET stop_reason_raw = stop_reason",
+        f"UPDATE rollouts SET stop_reason = {STOP_REASON_SQL}"],
 }
 
 # Tables whose rows belong to one rollout, deleted with it.

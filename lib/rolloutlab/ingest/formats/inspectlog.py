@@ -99,9 +99,11 @@ def sample_record(sample: dict, run: EvalRun) -> dict:
     output = obj(sample, "output")
     completion = output.get("completion") if isinstance(output.get("completion"), str) else None
     choices = output.get("choices")
-    if completion is None and isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        message = choices[0].get("message")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    if completion is None and first:
+        message = first.get("message")
         completion = text_of(message.get("content")) if isinstance(message, dict) else None
+    model_stop = first.get("stop_reason") if isinstance(first.get("stop_reason"), str) else None
     usage = [u for u in obj(sample, "model_usage").values() if isinstance(u, dict)]
 
     def total(key):
@@ -118,7 +120,8 @@ def sample_record(sample: dict, run: EvalRun) -> dict:
         "run": label, "model": model, "sample_id": f"{task}:{sample_id}", "attempt": epoch - 1,
         "latency_s": field(sample, "total_time", "number"),
         "started_at": field(sample, "started_at", "string"), "ended_at": field(sample, "completed_at", "string"),
-        "stop_reason": f"limit: {field(limit, 'type', 'string', 'limit.')}" if limit else None,
+        # a limit the sample hit, else why the model's last output stopped (stop, max_tokens, model_length)
+        "stop_reason": f"limit: {field(limit, 'type', 'string', 'limit.')}" if limit else model_stop,
         "run_meta": run.meta,
         "final_answer": completion if completion is not None else answer,
         "reference": target if isinstance(target, str) or target is None else dumps(target),

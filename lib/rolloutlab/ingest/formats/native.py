@@ -16,6 +16,7 @@ from ..context import LoadContext, LoadResult
 from ..filescan import line_chunks
 from ..fields import Field, first_problem_sql, lit, required_checks, struct_type, type_checks
 from ..lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, gathered_rejects, stage_lines
+from ...stop_reasons import stop_reason_sql
 
 FORMAT = "native"
 FORMAT_VERSION = 1
@@ -213,7 +214,8 @@ def rows_sql(has_run_override: bool, staged: Staged) -> str:
         {v['sample_id']} AS sample_id, {v['attempt']} AS attempt_given,
         {v['started_at']} AS started_at, {v['ended_at']} AS ended_at,
         coalesce({v['latency_s']}, epoch({v['ended_at']}) - epoch({v['started_at']})) AS latency_s,
-        {v['status']} AS status_given, {v['stop_reason']} AS stop_reason,
+        {v['status']} AS status_given, {stop_reason_sql(v['stop_reason'])} AS stop_reason,
+        {v['stop_reason']} AS stop_reason_raw,
         {v['final_answer']} AS final_answer, {v['score']} AS score_given,
         {usage['input_tokens']} AS input_tokens, {usage['output_tokens']} AS output_tokens,
         {usage['reasoning_tokens']} AS reasoning_tokens,
@@ -323,7 +325,7 @@ def insert_sql() -> list[str]:
             w.stop_reason, w.final_answer,
             coalesce(w.score_given, g.weighted), coalesce(c.n_turns, 0), coalesce(c.n_calls, 0),
             w.input_tokens, w.output_tokens, w.reasoning_tokens, w.cost_usd, w.error,
-            $source_id, w.line_no
+            $source_id, w.line_no, w.stop_reason_raw
         FROM _rl_ok w JOIN _rl_attempts a USING (line_no) LEFT JOIN calls c USING (line_no)
         LEFT JOIN graded g USING (line_no)""",
         """INSERT INTO tool_calls

@@ -246,10 +246,11 @@ def assemble_sql() -> list[str]:
                CASE WHEN coalesce(c.infra, false) OR coalesce(m.grader_failed, false) THEN 'infra_error'
                     WHEN g.rollout_id IS NULL THEN 'ungraded'
                     WHEN coalesce(c.model_err, false) THEN 'model_error' ELSE 'ok' END AS status,
-               CASE WHEN g.rollout_id IS NULL THEN 'no grade event' ELSE 'graded' END AS stop_reason,
+               CASE WHEN g.rollout_id IS NULL THEN 'unknown' ELSE 'stop' END AS stop_reason,
                g.final_answer, coalesce(g.score, m.score) AS score, coalesce(c.n_turns, 0), coalesce(c.n_calls, 0),
                NULL, NULL, NULL, NULL, nullif(concat_ws('; ', c.errors, m.errors), ''),
-               coalesce(g.source_id, c.source_id), coalesce(g.line_no, c.line_no)
+               coalesce(g.source_id, c.source_id), coalesce(g.line_no, c.line_no),
+               CASE WHEN g.rollout_id IS NULL THEN 'no grade event' ELSE 'graded' END AS stop_reason_raw
         FROM ids i LEFT JOIN _rl_grade g USING (rollout_id) LEFT JOIN calls c USING (rollout_id)
         LEFT JOIN mean_grade m USING (rollout_id) LEFT JOIN usual_run u ON u.source_id = c.source_id
         LEFT JOIN timed_run t USING (rollout_id)""",

@@ -1,0 +1,44 @@
+"""Why a rollout stopped, in one small vocabulary across every format.
+
+Each producer has its own words (tau2's ``max_steps``, Inspect's ``model_length`` and
+``limit: message``, OpenAI's ``length``, build-hour ``error``s). ``rollouts.stop_reason`` holds
+one of ``VOCABULARY``; ``rollouts.stop_reason_raw`` keeps the producer's own word. A rollout cut by
+a limit (``length``, ``context``, ``tool_budget``, ``turn_limit``, ``time_limit``) was truncated:
+its reward says nothing about the answer it never finished.
+"""
+from __future__ import annotations
+
+
+
+def lit(text: str) -> str:
+    """An SQL string literal for a word of this module (never user input)."""
+    return "'" + text.replace("'", "''") + "'"
+
+VOCABULARY = ("stop", "length", "context", "tool_budget", "turn_limit", "time_limit", "user_stop", "error", "unknown")
+LIMITS = ("length", "context", "tool_budget", "turn_limit", "time_limit")
+
+# The producers' words (lower case) for each; anything else is 'unknown' (its word kept raw).
+WORDS = {
+    "stop": ("stop", "end_turn", "final_answer", "agent_stop", "completed", "complete", "done", "success",
+             "finished", "graded", "eos", "stop_sequence", "end", "answer"),
+    "length": ("length", "max_tokens", "max_output_tokens", "max_new_tokens", "token_limit", "limit: token",
+               "output_length", "max_completion_tokens"),
+    "context": ("context", "context_window_exceeded", "context_length_exceeded", "model_length", "limit: context",
+                "prompt_too_long", "context_length"),
+    "tool_budget": ("tool_budget", "max_tool_calls", "tool_limit", "too_many_tool_calls", "tool_call_limit"),
+    "turn_limit": ("max_steps", "max_turns", "turn_limit", "max_iterations", "limit: message", "message_limit",
+                   "step_limit", "max_rounds"),
+    "time_limit": ("timeout", "time_limit", "limit: time", "limit: working", "max_time", "timed_out"),
+    "user_stop": ("user_stop", "user_stopped", "user_end"),
+    "error": ("error", "exception", "runtime_error", "infrastructure_error", "agent_error", "user_error",
+              "unexpected_error", "tool_error", "too_many_errors", "content_filter", "limit: operator",
+              "limit: custom", "refusal"),
+}
+
+
+def stop_reason_sql(raw: str) -> str:
+    """The vocabulary's word for the producer's word ``raw`` (an SQL expression); NULL stays
+    'unknown'."""
+    whens = " ".join(f"WHEN lower(trim({raw})) IN ({', '.join(lit(w) for w in words)}) THEN {lit(kind)}"
+                     for kind, words in WORDS.items())
+    return f"(CASE {whens} ELSE 'unknown' END)"
