@@ -25,13 +25,26 @@ def same(duck: pd.DataFrame, spark: pd.DataFrame, what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def spark():
+def spark(tmp_path_factory):
+    """A session whose executors have no Python with rolloutlab (as a cluster's workers): their
+    Python is a stand-in that fails, so a metric that ships rows to Python fails the tests."""
     pytest.importorskip("pyspark")
+    import os
+
     from rolloutlab import spark as rs
 
+    stand_in = tmp_path_factory.mktemp("workers") / "python"
+    stand_in.write_text("#!/bin/sh\necho 'No module named rolloutlab (a worker without it)' >&2\nexit 1\n")
+    stand_in.chmod(0o755)
+    before = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = str(stand_in)
     session = rs.session()
     yield session
     session.stop()
+    if before is None:
+        os.environ.pop("PYSPARK_PYTHON", None)
+    else:
+        os.environ["PYSPARK_PYTHON"] = before
 
 
 def lake_of(tmp_path, paths):

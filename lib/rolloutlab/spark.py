@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +68,10 @@ def _spark_node(node: exp.Expression) -> exp.Expression:
         return _function("PERCENTILE", node.this, exp.Literal.number("0.5"))
     if isinstance(node, exp.Anonymous) and str(node.this).lower() == "list_position":
         return _function("ARRAY_POSITION", *node.expressions)
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "list_sum":  # pass@k's product, in logs
+        total = sqlglot.parse_one("AGGREGATE(ARRAY(), CAST(0 AS DOUBLE), (acc, v) -> acc + v)", read="spark")
+        total.set("this", node.expressions[0])
+        return total
     return node
 
 
@@ -91,12 +94,6 @@ def to_spark_sql(sql: str, params: dict | list | tuple | None = None) -> str:
         return node
 
     return tree.transform(bind).transform(_spark_node).sql(dialect="spark")
-
-
-def _lgamma(x):
-    if x is None or (x <= 0 and float(x).is_integer()):
-        return None
-    return math.lgamma(x)
 
 
 class SparkResult:
@@ -162,9 +159,6 @@ class SparkConnection:
         self.root = (root or str(self.lake)).rstrip("/")  # where Spark reads the files: s3a://... on a cluster
         self.tables = lakes.manifest(lake)["tables"]  # checked: the store's own columns, types and paths
         self.queries: list[str] = []  # every statement sent, in Spark's dialect
-        # Spark SQL has no lgamma (pass@k). Spark runs a Python function on every row, even in a CASE
-        # branch the row does not take, so its poles give NULL instead of raising.
-        spark.udf.register("lgamma", _lgamma, "double")
         try:
             for table, info in self.tables.items():
                 self._view(table, info)
@@ -205,8 +199,6 @@ def session(master: str | None = None, app_name: str = "rolloutlab"):
     """A Spark session with the settings rolloutlab needs (UTC, string partitions, NULL on / 0)."""
     from pyspark.sql import SparkSession
 
-    # Spark's Python workers (the lgamma function) run this interpreter, which has rolloutlab
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).master(master or config.SPARK_MASTER)
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)

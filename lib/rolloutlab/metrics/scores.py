@@ -14,9 +14,11 @@ PRIOR_BOUNDS = (0.05, 50.0)
 
 
 def comb_ratio_sql(top: str, bottom: str, k: str) -> str:
-    """C(top, k) / C(bottom, k) for integers top <= bottom, k <= bottom (0 when top < k)."""
-    return (f"CASE WHEN {top} < {k} THEN 0.0 ELSE exp(lgamma({top} + 1) - lgamma({top} - {k} + 1) "
-            f"- lgamma({bottom} + 1) + lgamma({bottom} - {k} + 1)) END")
+    """C(top, k) / C(bottom, k) for integers top <= bottom, k <= bottom (0 when top < k), as the
+    product of (top - j) / (bottom - j) over j < k, summed in logs: plain SQL that Spark runs
+    too (spark.py turns the list sum into its AGGREGATE), so no Python function on the workers."""
+    return (f"CASE WHEN {top} < {k} THEN 0.0 ELSE exp(coalesce(list_sum(list_transform(range({k}), "
+            f"lambda j: ln((({top}) - j) / (({bottom}) - j)))), 0.0)) END")
 
 
 def per_sample_sql() -> str:
