@@ -143,3 +143,16 @@ def test_an_endpoint_that_does_not_read_the_body_still_gets_an_event_with_ids(tm
     assert call(app, "/search", {"arguments": "{}", "id": "r1", "call_id": "c1"})[0] == 503
     (event,) = events(tmp_path)
     assert (event["rollout_id"], event["call_id"], event["error"]) == ("r1", "c1", "HTTP 503: busy")
+
+
+def test_secret_objects_in_a_request_longer_than_the_hold_never_reach_the_log(tmp_path):
+    # Past the hold the body is read as text: a secret key whose value is an object or an array
+    # is still redacted whole (a small request's is, by key).
+    args = {"credentials": {"username": "bob", "pass": "hunter2"}, "api_keys": ["AbCdEf123456"],
+            "blob": "x" * (2 * 1024 * 1024)}
+    app = make_app(tmp_path / "logs")
+    assert call(app, "/search", {"arguments": json.dumps(args), "call_id": "c1", "id": "r1"})[0] == 200
+    text = "".join(p.read_text() for p in (tmp_path / "logs").glob("*.jsonl"))
+    assert "hunter2" not in text and "AbCdEf123456" not in text and "bob" not in text
+    (event,) = events(tmp_path / "logs")
+    assert event["arguments"]["_truncated"] is True and 'credentials' in event["arguments"]["head"]

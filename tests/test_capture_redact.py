@@ -142,3 +142,12 @@ def test_decorators_redact_by_pattern(tmp_path):
     (event,) = events(tmp_path)
     assert event["arguments"] == {"url": "https://x.test/?access_token=[redacted]", "client_secret": REDACTED,
                                   "note": "key [redacted]"}
+
+
+def test_passwords_in_urls_and_named_secret_values():
+    got = redact({"dsn": "postgres://admin:S3cretPass@db:5432/app",
+                  "env": [{"name": "DB_PASSWORD", "value": "hunter2"}, {"name": "HOME", "value": "/root"}]})
+    assert got == {"dsn": f"postgres://admin:{REDACTED}@db:5432/app",
+                   "env": [{"name": "DB_PASSWORD", "value": REDACTED}, {"name": "HOME", "value": "/root"}]}
+    assert redact_text("see https://example.com/a and user:pw@ nothing else") == \
+        "see https://example.com/a and user:pw@ nothing else"

@@ -417,3 +417,35 @@ def test_every_real_file_loads_whole_and_each_attempt_once(real_dir, con):
     stored = con.execute("SELECT sum(n_records), sum(n_rejected), (SELECT count(*) FROM rejects) FROM sources").fetchone()
     assert stored[1] == stored[2] and stored[0] == result.records[result.action != "unchanged"].sum()
     assert_each_attempt_once(con)
+
+
+def test_a_chat_transcript_with_native_fields_keeps_its_tool_calls_and_the_fields(con, tmp_path):
+    # Its messages carry tool calls (a chat transcript), and it has native fields too: read as a
+    # chat, keeping both its calls and those fields. A native record without `run` (loaded with
+    # --run) and with native fields is native.
+    chat = {"sample_id": "s", "score": 1, "model": "m", "latency_s": 2.0, "grades": [{"grader": "g", "score": 1}],
+            "messages": [{"role": "user", "content": "q"},
+                         {"role": "assistant", "content": None, "tool_calls": [
+                             {"id": "1", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
+                         {"role": "tool", "tool_call_id": "1", "content": "x"}, {"role": "assistant", "content": "a"}]}
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps(chat) + "\n")
+    assert rl.detect_format(path) == "openai-chat"
+    rl.ingest(con, path)
+    assert con.execute("SELECT n_tool_calls, latency_s, final_answer FROM rollouts").fetchone() == (1, 2.0, "a")
+    assert con.execute("SELECT grader FROM grades").fetchall() == [("g",)]
+    native = tmp_path / "native.jsonl"
+    native.write_text(json.dumps({"sample_id": "s2", "score": 1, "latency_s": 3.0, "usage": {"input_tokens": 5},
+                                  "messages": [{"role": "user", "content": "q"}]}) + "\n")
+    assert rl.detect_format(native) == "native"
+
+
+def test_a_grown_file_under_another_run_label_says_it_is_split(con, tmp_path):
+    path = tmp_path / "grow.jsonl"
+    path.write_text(json.dumps(rollout("x", "s1", 1.0)) + "\n")
+    rl.ingest(con, path, run="A")
+    path.write_text(path.read_text() + json.dumps(rollout("x", "s2", 1.0)) + "\n")
+    result = rl.ingest(con, path, run="B")
+    assert result.action.tolist() == ["appended"]
+    assert "its new lines are run 'B' (--run), its earlier lines run 'A'" in result.reasons[0][0]
+    assert "was not applied" not in " ".join(rl.ingest(con, path, run="B").reasons[0])

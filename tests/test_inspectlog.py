@@ -329,3 +329,33 @@ def test_every_inspect_log_matches_inspect_ais_own_reader(inspect_python, real_d
                 if not isinstance(v, dict)}
         assert {k: v for k, v in grades.get(rollout_id, {}).items() if k in want} == want, s
         assert (status == "infra_error") == s["error"], s
+
+
+def test_runs_follow_the_experiment_not_the_order(real_dir, con, tmp_path):
+    # Eval B holds the bare label; eval A's first shard went to a fallback: A's second shard joins
+    # A's run (same experiment), never B's, even though its samples do not clash with B's.
+    def log(task_id, created, ids, name):
+        samples = [{"id": i, "epoch": 1, "input": "q", "target": "a", "messages": [], "output": {},
+                    "scores": {"match": {"value": "C"}}} for i in ids]
+        path = tmp_path / name
+        path.write_text(json.dumps({"version": 2, "status": "success", "plan": {}, "samples": samples,
+                                    "eval": {"task": "t", "model": "m", "task_id": task_id, "created": created}}))
+        return path
+    b = log("B", "2025-01-01T00:00:00", [1, 2, 3], "b.json")
+    a1, a2 = log("A", "2025-02-02T00:00:00", [1, 2, 3], "a1.json"), log("A", "2025-02-02T00:00:00", [4, 5, 6], "a2.json")
+    rl.ingest(con, [b, a1, a2])
+    runs = dict(con.execute("SELECT run_id, count(*) FROM rollouts GROUP BY 1").fetchall())
+    assert runs == {"m/t": 3, "m/t@2025-02-02T00:00:00": 6}
+    # replaced with another eval's content: the run's recorded experiment follows the file
+    b.write_text(a1.read_text().replace('"task_id": "A"', '"task_id": "C"'))
+    rl.ingest(con, b)
+    assert con.execute("SELECT meta->>'experiment' FROM runs WHERE run_id = 'm/t'").fetchone() == ("inspect:C",)
+
+
+def test_an_odd_member_name_is_one_sample_not_the_whole_log(real_dir, con, tmp_path):
+    # '²' is a digit to str.isdigit but not to int(): the log still loads, that sample included
+    with zipfile.ZipFile(real_dir / "inspect" / EVAL) as src, zipfile.ZipFile(tmp_path / "odd.eval", "w") as dst:
+        for name in src.namelist():
+            dst.writestr(name.replace("samples/1_epoch_1", "samples/\u00b2_epoch_1"), src.read(name))
+    result = rl.ingest(con, tmp_path / "odd.eval", format="inspect")
+    assert result[["action", "records", "loaded"]].values.tolist() == [["loaded", 11, 10]]  # + summaries' sample 1

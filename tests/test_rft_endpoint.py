@@ -234,3 +234,39 @@ def test_an_unauthenticated_call_never_counts(con, tmp_path, status):
     assert result.rejected.tolist() == [2]
     assert all(f"an unauthenticated call (HTTP {status})" in r for r in result.reasons[0])
     assert con.execute("SELECT status, score, n_tool_calls FROM rollouts").fetchall() == [("ok", 1.0, 0)]
+
+
+def test_grades_that_are_not_finite_numbers_are_rejects(con, tmp_path):
+    events = [{"event": "grade", "rollout_id": "a", "run": "x", "sample_id": "s", "grades": {"judge": 1.0, "exact": "HUGE"}},
+              {"event": "grade", "rollout_id": "b", "run": "x", "sample_id": "s", "grades": {"judge": "NaN"}},
+              {"event": "grade", "rollout_id": "c", "run": "x", "sample_id": "s", "grades": {"judge": None, "exact": 1}}]
+    path = tmp_path / "e.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events).replace('"HUGE"', "1e400"))
+    result = rl.ingest(con, path)
+    assert result.reasons[0] == [
+        f"{path}:1: field 'grades.exact' must be a finite number (or null for a grader that failed), got 1e400",
+        f"{path}:2: field 'grades.judge' must be a finite number (or null for a grader that failed), got \"NaN\""]
+    assert con.execute("SELECT rollout_id, status FROM rollouts").fetchall() == [("c", "infra_error")]
+
+
+def test_a_retry_after_a_partly_failed_grade_supersedes_it(con, tmp_path):
+    # one of two graders failed, the retry scored both: the retry is the grade, not a conflict
+    first = {"event": "grade", "rollout_id": "g", "run": "x", "sample_id": "s", "grades": {"exact": None, "judge": 1}}
+    retry = {**first, "grades": {"exact": 1, "judge": 1}}
+    result = rl.ingest(con, write_events(tmp_path / "e.jsonl", [first, retry]))
+    assert result.rejected.tolist() == [0]
+    assert con.execute("SELECT status, score FROM rollouts").fetchone() == ("ok", 1.0)
+    details = {g: d for g, d in con.execute("SELECT grader, details FROM grades").fetchall()}
+    assert set(details) == {"exact", "judge"} and all(json.loads(d)["failed_attempts"] for d in details.values())
+
+
+def test_endpoint_attempts_come_after_a_native_files_in_the_same_run(con, tmp_path):
+    native = tmp_path / "nat.jsonl"
+    native.write_text(json.dumps({"run": "live", "sample_id": "s1", "attempt": 0, "score": 1}) + "\n")
+    events = [tool_event("e1"), {"event": "grade", "rollout_id": "e1", "run": "live", "sample_id": "s1",
+                                 "score": 0.5, "ts": "2025-12-09T10:00:03Z"}]
+    rl.ingest(con, native)
+    rl.ingest(con, write_events(tmp_path / "ev.jsonl", events))
+    assert con.execute("SELECT rollout_id, attempt FROM rollouts ORDER BY attempt").fetchall()[1] == ("e1", 1)
+    from mutations import assert_each_attempt_once
+    assert_each_attempt_once(con)

@@ -261,3 +261,19 @@ def test_a_writer_has_a_memory_limit(db_path, monkeypatch):
     con = rl.connect(db_path)
     assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "476.8 MiB"
     con.close()
+
+
+def test_version_6_links_a_sample_to_the_files_of_its_own_split(db_path, tmp_path):
+    # (s1, train) came only from A, (s1, valid) only from B: B never provided the train row.
+    c = rl.connect(db_path)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(json.dumps({"run": "a", "sample_id": "s1", "split": "train", "score": 1, "prompt": "t"}) + "\n")
+    b.write_text(json.dumps({"run": "b", "sample_id": "s1", "split": "valid", "score": 1, "prompt": "v"}) + "\n")
+    rl.ingest(c, [a, b])
+    c.execute("DROP TABLE sample_sources")
+    c.execute("UPDATE rolloutlab_meta SET value = '6' WHERE key = 'schema_version'")
+    c.close()
+    c = rl.connect(db_path)
+    assert c.execute("SELECT sample_id, split, source_id FROM sample_sources ORDER BY 2").fetchall() == \
+        [("s1", "train", 1), ("s1", "valid", 2)]
+    c.close()

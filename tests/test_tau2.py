@@ -190,7 +190,7 @@ def test_each_results_file_is_its_own_experiment(real_dir, con, tmp_path):
     assert result.loaded.tolist() == [20, 20] and result.rejected.tolist() == [0, 0]
     assert sorted(rl.runs(con).run) == ["gpt-4.1/airline", "gpt-4.1/airline@2025-09-01T10:00:00"]
     assert rl.summary(con).attempts_max.tolist() == [1, 1]
-    assert "already holds 20 of this file's (sample, attempt) pairs" in result.reasons[1][0]
+    assert "run 'gpt-4.1/airline' is another experiment" in result.reasons[1][0]
     # the same experiment in another file joins its run, where its simulations are duplicates
     copy = tmp_path / "copy.json"
     copy.write_text(json.dumps(src, indent=1))  # same content, other bytes
@@ -233,3 +233,11 @@ def test_a_full_duplex_simulation_is_ungraded_with_what_it_has(con, tmp_path):
     msgs = con.execute("SELECT role, content FROM messages WHERE rollout_id = 'v1' ORDER BY msg_idx").fetchall()
     assert msgs == [("user", "Hi, I need to change my flight."), ("assistant", "Sure,"),
                     ("assistant", "one moment."), ("tool", "{...}"), ("assistant", "Done.")]
+
+
+def test_a_trial_too_large_is_one_reject_when_the_label_is_taken(con, tmp_path):
+    rl.ingest(con, _tiny(tmp_path, [sim("1"), sim("2")], name="first.json"))
+    big = _tiny(tmp_path, [sim("1", trial=10**40), sim("3")], name="second.json")
+    result = rl.ingest(con, big)
+    assert result.action.tolist() == ["loaded"] and result.rejected.tolist() == [1]
+    assert "field 'attempt' must be an integer" in " ".join(result.reasons[0])

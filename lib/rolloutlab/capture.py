@@ -231,6 +231,8 @@ _FORMATS = [
     (("xox",), "token", re.compile(r"xox[abprs]-[A-Za-z0-9-]{10,}")),  # Slack
     (("sk-",), "sk", re.compile(r"sk-[A-Za-z0-9_-]{6,}")),  # OpenAI, Anthropic and others
     (("bearer", "basic"), "scheme", re.compile(r"(?P<scheme>(?i:bearer|basic))[ \t]+(?P<credential>[A-Za-z0-9\-._~+/]+=*)")),
+    # a password in a URL: postgres://admin:S3cret@db/...
+    (("://",), "url", re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@\"']+:)(?P<password>[^@\s/\"']+)@")),
 ]
 
 
@@ -253,6 +255,8 @@ def _masked(text: str, kind: str, match: re.Match) -> str:
         return match[0]  # inside a longer word ("task-…", "mask-…")
     if kind == "scheme":
         return _credential(match) or match[0]
+    if kind == "url":
+        return f"{match['head']}{REDACTED}@"
     if kind == "sk" and not any(c.isdigit() for c in match[0]):
         return match[0]  # sk-<random> has a digit somewhere: "sk-learning" stays
     return REDACTED
@@ -280,6 +284,34 @@ _AFTER_KEY = re.compile(
     r"""|'[^']*+(?:'|\Z)|(?:(?i:bearer|basic|token|digest)[ \t]+)?[^\s&,;"'<>{}\[\]()\\]+)""", re.S)
 
 
+# after a secret key: a JSON object or array as its value (text a request longer than the hold
+# left unparsed)
+_TO_CONTAINER = re.compile(r"""\\?["']?[ \t]*:[ \t]*(?=[\[{])""")
+
+
+def _container_end(text: str, at: int, escaped: bool = False) -> int:
+    """Where the JSON object or array starting at ``at`` ends (strings skipped), else the text's end.
+    ``escaped``: the JSON is itself inside a JSON string, its quotes written \\" (and theirs \\\\\\")."""
+    quote = '\\"' if escaped else '"'
+    inner = '\\\\\\"' if escaped else '\\"'
+    depth, i, n = 0, at, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith(quote, i):
+            i += len(quote)
+            while i < n and not text.startswith(quote, i):
+                i += len(inner) if text.startswith(inner, i) else (2 if text[i] == "\\" and not escaped else 1)
+            i += len(quote) - 1
+        elif c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return n
+
+
 @functools.lru_cache(maxsize=64)
 def _hints(exact: frozenset) -> re.Pattern:
     """Lower-case text one of which every secret key contains."""
@@ -305,6 +337,14 @@ def _redact_pairs(text: str, exact: frozenset) -> str:
         seen = end
         if end - start > _MAX_KEY or start < last or not secret_key(text[start:end], exact):
             continue
+        box = _TO_CONTAINER.match(text, end)
+        if box is not None:  # "credentials": {...} / "api_keys": [...]: the whole container goes
+            escaped = text.startswith('\\"', end)
+            close = _container_end(text, box.end(), escaped=escaped)
+            quote = '\\"' if escaped else '"'
+            out.append(text[last:box.end()] + f"{quote}{REDACTED}{quote}")
+            last = seen = close
+            continue
         after = _AFTER_KEY.match(text, end)
         if after is None:
             continue
@@ -329,11 +369,14 @@ def _walk(value: Any, exact: frozenset, budget: float, depth: int = 0) -> tuple[
         return REDACTED, len(REDACTED) + 2
     if isinstance(value, dict):
         out, used = {}, 2
+        # {"name": "DB_PASSWORD", "value": "..."}: the pair's name says the value is a secret
+        named = next((value[k] for k in ("name", "key", "id") if isinstance(value.get(k), str)), None)
+        secret_value = named is not None and secret_key(named, exact)
         for k, v in value.items():
             if used > budget:
                 break
             key = mask_tokens(str(k))
-            if secret_key(key, exact):
+            if secret_key(key, exact) or (secret_value and key in ("value", "secret", "data")):
                 out[key], size = REDACTED, len(REDACTED) + 2
             else:
                 out[key], size = _walk(v, exact, budget - used, depth + 1)

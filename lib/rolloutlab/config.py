@@ -93,7 +93,7 @@ SNIFF_MAX_BYTES = 16 * 1024 * 1024
 # Zip members (Inspect .eval) are decompressed as a stream and refused past either limit: a member
 # larger than this, or one that grows more than ZIP_MAX_RATIO times its compressed size once past
 # ZIP_RATIO_FROM_BYTES (small members may compress very well without harm). docs/security.md.
-ZIP_MEMBER_MAX_BYTES = 1024 * 1024 * 1024
+ZIP_MEMBER_MAX_BYTES = 256 * 1024 * 1024  # decoding a member holds several times its size in memory
 ZIP_MAX_RATIO = 200
 ZIP_RATIO_FROM_BYTES = 16 * 1024 * 1024
 # Values outside these are rejected with the field named: timestamps outside the window (a year

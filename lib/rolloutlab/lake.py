@@ -408,6 +408,9 @@ def read_lake_sql(table: str, scans: Mapping[str, str]) -> str:
                 "WHERE source_id IN (SELECT old_id FROM _rl_lake_ids))")
     if table == "runs":  # a run already here keeps its row
         join += " WHERE t.run_id NOT IN (SELECT run_id FROM runs)"
+    if table == "samples":  # one row per (sample, split): a sample already here keeps its row
+        join += (" WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.sample_id = t.sample_id"
+                 " AND s.split IS NOT DISTINCT FROM t.split)")
     return f"INSERT INTO {_q(table)} ({names}) SELECT {values} FROM ({scans[table]}) t {join} {keep}"
 
 

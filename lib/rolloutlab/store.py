@@ -125,6 +125,7 @@ MIGRATIONS = {
     6: [SAMPLE_SOURCES_DDL,
         """INSERT INTO sample_sources SELECT sample_id, split, source_id FROM samples WHERE source_id IS NOT NULL
            UNION SELECT DISTINCT s.sample_id, s.split, r.source_id FROM samples s JOIN rollouts r USING (sample_id)
+           JOIN runs u ON u.run_id = r.run_id AND u.split IS NOT DISTINCT FROM s.split  -- the split the run is of
            WHERE r.source_id IS NOT NULL"""],
     7: [LABELS_DDL, STOP_REASON_DDL,  # 8: human labels; stop reasons in one vocabulary
         "UPDATE rollouts SET stop_reason_raw = stop_reason",

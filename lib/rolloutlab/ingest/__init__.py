@@ -61,13 +61,17 @@ def _head(path: Path) -> tuple[str, object]:
         line = b""
         if head[start:start + 1] in (b"{", b"["):  # a JSON line: read to its end
             end = head.find(b"\n", start)
-            line = head[start:] if end < 0 else head[start:end]
-            while end < 0 and len(line) < config.limit("SNIFF_MAX_BYTES"):
-                more = fh.read(HEAD_BYTES)
+            parts = [head[start:] if end < 0 else head[start:end]]
+            size, limit = len(parts[0]), config.limit("SNIFF_MAX_BYTES")
+            # a whole-document .json is told from its head; only a line format needs its first line whole
+            while end < 0 and size < limit and path.suffix != ".json":
+                more = fh.read(1 << 20)
                 if not more:
                     break
                 end = more.find(b"\n")
-                line += more if end < 0 else more[:end]
+                parts.append(more if end < 0 else more[:end])
+                size += len(parts[-1])
+            line = b"".join(parts)
     first = None
     if line:
         try:
@@ -233,6 +237,7 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
     resolved = str(path.resolve())
     row = {"path": str(path), "format": format, "source_id": None, "records": 0, "loaded": 0,
            "rejected": 0, "reasons": []}
+    notes: list[str] = []
     found = con.execute(f"SELECT {', '.join(PREVIOUS_COLUMNS)} FROM sources WHERE path = ?", [resolved]).fetchone()
     previous = dict(zip(PREVIOUS_COLUMNS, found)) if found else None
     scan = filescan.scan(path, prefix=previous["bytes_loaded"] if previous else None)
@@ -242,7 +247,7 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
         reasons = [] if same[1] == resolved else [f"same content as {same[1]}, already loaded"]
         labels = [r[0] for r in con.execute("SELECT DISTINCT run_id FROM rollouts WHERE source_id = ? ORDER BY 1",
                                             [same[0]]).fetchall()]
-        if run is not None and labels and labels != [run]:
+        if run is not None and labels and run not in labels:
             reasons.append(f"{path}: already loaded as run {', '.join(map(repr, labels))}: --run {run!r} was not "
                            "applied (an unchanged file adds nothing). To load it under another label, ingest it "
                            "into another database (--db), or a copy of it under another name.")
@@ -277,10 +282,18 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
         base_records = previous["n_records"] - (previous["tail_records"] or 0)
         base_rejected = previous["n_rejected"] - (previous["tail_rejected"] or 0)
         action = "appended"
+        before = [r[0] for r in con.execute("SELECT DISTINCT run_id FROM rollouts WHERE source_id = ? ORDER BY 1",
+                                            [source_id]).fetchall()]
+        if run is not None and before and before != [run]:
+            notes.append(f"{path}: its new lines are run {run!r} (--run), its earlier lines run "
+                         f"{', '.join(map(repr, before))}: the file is now split across runs; to keep it one run, "
+                         "ingest it with the same --run every time")
     else:
         if previous:
             for sql in _delete_source_sql():
                 store.run_sql(con, sql, {"sid": previous["source_id"]})
+            # runs left without rollouts go now: the new content says again what its runs are
+            con.execute("DELETE FROM runs WHERE run_id NOT IN (SELECT DISTINCT run_id FROM rollouts)")
         source_id = con.execute("SELECT nextval('source_id_seq')").fetchone()[0]
         con.execute("INSERT INTO sources (source_id, path, format, sha256, bytes, ingested_at) "
                     "VALUES (?, ?, ?, ?, ?, now()::TIMESTAMP)", [source_id, resolved, fmt, scan.sha256, scan.size])
@@ -310,7 +323,7 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
     if follow and appendable and scan.size > end:
         reasons.append(f"{path}: its last line has no line end yet: held back until it is complete")
     row.update(action=action, source_id=source_id, records=result.n_records, loaded=result.n_records - result.n_rejected,
-               rejected=result.n_rejected, reasons=result.notes + reasons)
+               rejected=result.n_rejected, reasons=notes + result.notes + reasons)
     return row
 
 

@@ -211,38 +211,49 @@ class Experiment:
 def choose_run(ctx: LoadContext, experiment: Experiment, keys: Iterable[tuple[str, int | None]]) -> tuple[str, list[str]]:
     """The run label this file's records load under, and notes saying why.
 
-    A run is one experiment and holds each (sample, attempt) once. The file's own label is kept
-    when no run has it, when the run there is the same experiment (a .json and an .eval of one
-    log: their rollouts then collide by id, and those rejects say so), or when the run there holds
-    none of this file's (sample, attempt) pairs (an eval sharded over files). Otherwise this file
-    is another experiment under the same name: it becomes a run of its own, under the first
-    fallback label that is free — never a silent duplicate. ``--run`` is the user's choice, kept as
-    given (a clash is then a reject per record)."""
+    A run is one experiment and holds each (sample, attempt) once. A run that is the same
+    experiment (a .json and an .eval of one Inspect log) is joined wherever it is: its records are
+    that run's, and the ones it already holds are rejects. Otherwise the first of the file's labels
+    (its own, then the fallbacks) that no run has is taken — or that a run without a known
+    experiment has (one loaded before experiments were recorded, or under --run) whose (sample,
+    attempt) pairs are all different. A run of another experiment is never joined: that file is a
+    run of its own, never a silent duplicate. ``--run`` is the user's choice, kept as given (a
+    clash is then a reject per record)."""
     if ctx.run:
         return ctx.run, []
+    keys = [(s, a) for s, a in keys if isinstance(a, int) and -2**31 <= a < 2**31]  # others: rejects of their own
     samples, attempts = (list(x) for x in zip(*keys)) if keys else ([], [])
     con = ctx.con
-    taken_by = None  # (label, rollouts that clash, where they came from) of the file's own label
-    for label in (experiment.label, *experiment.fallbacks):
-        found = con.execute("SELECT meta->>'experiment' FROM runs WHERE run_id = ?", [label]).fetchone()
-        if found is not None and experiment.identity and found[0] == experiment.identity:
+    labels = (experiment.label, *experiment.fallbacks)
+    if experiment.identity:
+        same = con.execute("SELECT run_id FROM runs WHERE meta->>'experiment' = ? ORDER BY list_position(?, run_id)",
+                           [experiment.identity, list(labels)]).fetchone()
+        if same is not None:
             where = con.execute("SELECT any_value(s.path) FROM rollouts r JOIN sources s USING (source_id) "
-                                "WHERE r.run_id = ?", [label]).fetchone()[0]
-            return label, [f"{ctx.path}: the same experiment as run '{label}' (loaded from {where}): its records "
-                           "join that run, and those already loaded are rejects"]
-        clash = (0, None) if found is None else con.execute(
-            """SELECT count(*), any_value(s.path) FROM rollouts r
+                                "WHERE r.run_id = ?", [same[0]]).fetchone()[0]
+            return same[0], [f"{ctx.path}: the same experiment as run '{same[0]}' (loaded from {where}): its "
+                             "records join that run, and those it holds already are rejects"]
+    taken = None  # why the file's own label was not taken
+    for label in labels:
+        found = con.execute("SELECT meta->>'experiment' FROM runs WHERE run_id = ?", [label]).fetchone()
+        if found is None:
+            return label, [f"{ctx.path}: run label '{label}'" + (f": {taken}" if taken else "")
+                           + " (--run LABEL to choose one)"]
+        where = con.execute("SELECT any_value(s.path) FROM rollouts r JOIN sources s USING (source_id) "
+                            "WHERE r.run_id = ?", [label]).fetchone()[0]
+        if found[0] is not None:  # another experiment's run: never joined
+            taken = taken or f"run '{label}' is another experiment ({where})"
+            continue
+        clash = con.execute(
+            """SELECT count(*) FROM rollouts r
                JOIN (SELECT unnest($samples) AS sample_id, unnest($attempts) AS attempt) k USING (sample_id, attempt)
-               LEFT JOIN sources s ON s.source_id = r.source_id WHERE r.run_id = $run""",
-            {"samples": samples, "attempts": attempts, "run": label}).fetchone()
-        if not clash[0]:
-            why = "" if taken_by is None else (
-                f": run '{taken_by[0]}' already holds {taken_by[1]} of this file's (sample, attempt) pairs from "
-                f"another experiment ({taken_by[2]})")
-            return label, [f"{ctx.path}: run label '{label}'{why} (--run LABEL to choose one)"]
-        taken_by = taken_by or (label, *clash)
-    return experiment.label, [f"{ctx.path}: run '{experiment.label}' and its other labels already hold this file's "
-                              "attempts: the ones already loaded are rejects (--run LABEL to load them apart)"]
+               WHERE r.run_id = $run""", {"samples": samples, "attempts": attempts, "run": label}).fetchone()[0]
+        if not clash:
+            return label, [f"{ctx.path}: run label '{label}' (joining the run loaded from {where}, whose "
+                           "attempts are all different; --run LABEL to choose one)"]
+        taken = taken or f"run '{label}' already holds {clash} of this file's (sample, attempt) pairs ({where})"
+    return experiment.label, [f"{ctx.path}: run '{experiment.label}' and its other labels are taken ({taken}): "
+                              "the attempts already loaded are rejects (--run LABEL to load them apart)"]
 
 
 def loads_file(path: Path) -> str:

@@ -62,6 +62,7 @@ class Field:
     choices: tuple[str, ...] = ()
     bits: int = 64  # integers: the width of the column they land in (INTEGER is 32)
     minimum: float | None = None  # numbers: the least value that makes sense (0 for durations, sizes)
+    maximum: float | None = None  # numbers: the most (a weight of 1e308 overflows any weighted mean)
 
     def bounds(self) -> tuple[int, int]:
         lo, hi = INT_BITS[self.bits]
@@ -74,6 +75,9 @@ class Field:
         if self.kind == "integer":
             lo, hi = self.bounds()
             return f"an integer from {lo} to {hi}"
+        if self.kind == "number" and self.maximum is not None:
+            low = "" if self.minimum is None else f"from {self.minimum:g} "
+            return f"a finite number {low}to {self.maximum:g}"
         if self.kind == "number":
             return "a finite number" + ("" if self.minimum is None else f" >= {self.minimum:g}")
         if self.kind == "timestamp":
@@ -99,6 +103,7 @@ class Field:
             "boolean": f"{ref} NOT IN ('true', 'false')",
         }[self.kind]
         below = "" if self.minimum is None else f" OR {number} < {float(self.minimum)!r}"
+        below += "" if self.maximum is None else f" OR {number} > {float(self.maximum)!r}"
         out_of_range = {
             # 1e400 parses as inf: never a score or a latency
             "number": f"(NOT coalesce(isfinite({number}), false){below})",

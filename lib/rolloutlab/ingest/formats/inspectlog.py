@@ -191,7 +191,7 @@ def _eval_items(ctx: LoadContext, zf: Archive, notes: list):
 
 
 def _natural(text: str):
-    return (0, int(text), "") if text.isdigit() else (1, 0, text)
+    return (0, int(text), "") if text.isascii() and text.isdigit() else (1, 0, text)  # '²' is a digit, not an int
 
 
 def _run(ctx: LoadContext, ev: dict, notes: list, samples: list[tuple[object, int]]) -> EvalRun:

@@ -68,7 +68,7 @@ TOOL_CALL_FIELDS = [
 GRADE_FIELDS = [
     Field("grader", "string", required=True),
     Field("score", "number"),
-    Field("weight", "number"),
+    Field("weight", "number", minimum=0, maximum=1e6),
     Field("passed", "boolean"),
     Field("details", "json"),
     Field("error", "text"),
@@ -102,18 +102,19 @@ CHAT_MESSAGE_KEYS = {"tool_calls", "tool_call_id", "name", "function_call"}
 
 
 def prefers(record: object) -> bool:
-    """True when another format would claim ``record`` but only native keeps all of it: it names
-    its sample and run and carries native fields (grades, usage, latency, ...), or native message
-    fields (turn, ts), or messages that carry no tool calls (then native keeps them as they are)."""
-    if not sniff(None, "", record) or "run" not in record:
+    """True when openai-chat would claim ``record`` but only native keeps all of it. A record whose
+    messages carry tool calls is a chat transcript (native records keep their calls at top level;
+    the chat reader keeps the native fields it finds too). Otherwise a record that names its
+    sample and carries native fields (grades, usage, latency, ...), native message fields (turn,
+    ts), or names its run (then native keeps its plain messages as they are) is native."""
+    if not isinstance(record, dict) or "sample_id" not in record or "trace" in record:
+        return False
+    messages = record.get("messages") if isinstance(record.get("messages"), list) else []
+    keys = set().union(*(m for m in messages if isinstance(m, dict))) if messages else set()
+    if keys & CHAT_MESSAGE_KEYS or any(isinstance(m, dict) and m.get("role") == "tool" for m in messages):
         return False
     fields = {f.name for f in ROLLOUT_FIELDS} | set(ARRAYS) | set(OBJECTS)
-    if (set(record) & fields) - CHAT_SHARED:
-        return True
-    messages = record.get("messages")
-    keys = set().union(*(m for m in messages if isinstance(m, dict))) if isinstance(messages, list) else set()
-    return bool(keys & NATIVE_MESSAGE_KEYS) or not keys & CHAT_MESSAGE_KEYS and \
-        not any(isinstance(m, dict) and m.get("role") == "tool" for m in messages or ())
+    return bool((set(record) & fields) - CHAT_SHARED) or bool(keys & NATIVE_MESSAGE_KEYS) or "run" in record
 
 
 def top_structure() -> str:
@@ -270,9 +271,11 @@ def attempts_sql() -> str:
     """The attempt of every line not rejected so far, and why a line cannot be the attempt it says.
 
     A run holds each (sample, attempt) once: a line whose attempt the run already has (from this
-    file or another) is a reject naming where it is, never a silent duplicate. Lines without an
-    attempt are numbered after every attempt the run has of that sample (loaded, or given in this
-    file), in line order: more attempts of the same run, never a clash."""
+    file or another) is a reject naming where it is, never a silent duplicate. A line without an
+    attempt takes its place among this file's lines of that (run, sample) — the k-th such line is
+    attempt k, counted after the attempts other files gave the run — so a file gives the same
+    attempts loaded whole, in chunks or as it grows. (A given attempt that a numbered line holds
+    already is a reject, as any second claim is.)"""
     same = "o.run_id = f.run_id AND o.sample_id = f.sample_id AND o.attempt = f.attempt"
     return f"""
     CREATE OR REPLACE TEMP TABLE _rl_attempts AS
@@ -282,19 +285,24 @@ def attempts_sql() -> str:
     loaded AS (
         SELECT run_id, sample_id, attempt, source_id, source_line FROM rollouts
         WHERE run_id IN (SELECT DISTINCT run_id FROM live) AND sample_id IS NOT NULL),
-    base AS (
-        SELECT run_id, sample_id, max(attempt) + 1 AS base FROM (
-            SELECT run_id, sample_id, attempt FROM loaded
-            UNION ALL SELECT run_id, sample_id, attempt_given FROM live) GROUP BY run_id, sample_id),
+    others AS (  -- what other files gave the run: numbered lines come after
+        SELECT run_id, sample_id, max(attempt) + 1 AS base FROM loaded WHERE source_id <> $source_id
+        GROUP BY run_id, sample_id),
+    mine AS (  -- this file's lines loaded before it grew (or in an earlier chunk)
+        SELECT run_id, sample_id, count(*) AS earlier FROM loaded WHERE source_id = $source_id
+        GROUP BY run_id, sample_id),
     numbered AS (
         SELECT l.line_no, l.run_id, l.sample_id,
-               coalesce(l.attempt_given, coalesce(b.base, 0) + row_number() OVER (
-                   PARTITION BY l.run_id, l.sample_id, l.attempt_given IS NULL ORDER BY l.line_no) - 1) AS attempt
-        FROM live l LEFT JOIN base b USING (run_id, sample_id)),
+               coalesce(l.attempt_given::HUGEINT, coalesce(b.base, 0) + coalesce(m.earlier, 0)
+                        + row_number() OVER (PARTITION BY l.run_id, l.sample_id ORDER BY l.line_no) - 1) AS attempt
+        FROM live l LEFT JOIN others b USING (run_id, sample_id) LEFT JOIN mine m USING (run_id, sample_id)),
     firsts AS (
         SELECT *, min(line_no) OVER (PARTITION BY run_id, sample_id, attempt) AS first_line FROM numbered)
-    SELECT f.line_no, f.attempt,
-        CASE WHEN o.run_id IS NOT NULL
+    SELECT f.line_no, least(f.attempt, 2147483647)::INTEGER AS attempt,
+        CASE WHEN f.attempt > 2147483647
+             THEN 'attempt ' || f.attempt || ' of sample ''' || f.sample_id || ''' (numbered after the run''s '
+                  || 'attempts) is too large for its column: give the line its attempt'
+             WHEN o.run_id IS NOT NULL
              THEN 'run ''' || f.run_id || ''' already has attempt ' || f.attempt || ' of sample ''' || f.sample_id
                   || ''' (' || CASE WHEN o.source_id = $source_id THEN 'line ' || o.source_line
                                     ELSE 'from ' || s.path || ' line ' || o.source_line END

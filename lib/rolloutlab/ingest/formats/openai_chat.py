@@ -12,6 +12,9 @@ from ..convert import field, jsonl_items, load_items, prompt_sample_id
 from . import native
 
 FORMAT = "openai-chat"
+# Fields of a native record that a chat transcript may carry beside its messages: kept, never dropped.
+KEPT_AS_THEY_ARE = ("model", "checkpoint", "step", "split", "started_at", "ended_at", "latency_s", "status",
+                    "stop_reason", "usage", "cost_usd", "error", "grades", "reference", "meta", "final_answer")
 
 
 def sniff(path, head: str, first_record) -> bool:
@@ -40,6 +43,9 @@ def record(rec: dict, label: str) -> tuple[dict | None, str | None]:
     rollout_id = field(rec, "rollout_id", ("string", "integer"))
     if rollout_id is not None:
         out["rollout_id"] = str(rollout_id)
+    for key in KEPT_AS_THEY_ARE:  # native fields a transcript may carry: checked by the native loader
+        if key in rec and key not in out:
+            out[key] = rec[key]
     if score is None:
         out["status"] = field(rec, "status", "string") or "ungraded"
     return out, None

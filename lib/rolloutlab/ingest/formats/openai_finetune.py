@@ -171,7 +171,8 @@ def load(ctx: LoadContext) -> LoadResult:
                     "$hyperparameters, $meta, $sid)", {**j, "sid": ctx.source_id})
     notes = [] if ctx.run else [f"{ctx.path}: job '{job}' (--run to name it)"]
     for where, last_id in pages_with_more(ctx.path):  # the API said so: never a silent gap
-        notes.append(f"{ctx.path}: the page at {where} says has_more: true: the job has more events than this "
+        page = "its page" if where == "file" else f"its page at {where}"
+        notes.append(f"{ctx.path}: {page} says has_more: true: the job has more events than this "
                      f"file holds; fetch them (after={last_id}) and ingest them too")
     if not values:
         notes.append(f"{ctx.path}: no records in the file: nothing to load")

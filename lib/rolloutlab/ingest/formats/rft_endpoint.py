@@ -96,6 +96,26 @@ def events_sql(has_run_override: bool, staged: Staged) -> str:
     """
 
 
+# A grade event that scored the rollout: a score, or grades of which none failed (a null grade is a
+# grader that failed: a retry that scores them all supersedes it).
+SCORED = ("(score IS NOT NULL OR (grades IS NOT NULL AND NOT EXISTS ("
+          "SELECT 1 FROM json_each(grades) j WHERE json_type(j.value) = 'NULL')))")
+
+
+def grade_values_sql() -> str:
+    """A grade event whose ``grades`` hold a value that is neither a finite number nor null (a
+    grader that failed) is a reject naming the grader: 1e400 reads as infinity."""
+    return """
+    UPDATE _rl_ev SET reason = b.reason FROM (
+        SELECT e.line_no, min('field ''grades.' || j.key || ''' must be a finite number (or null for a grader '
+                              || 'that failed), got ' || left(j.value::VARCHAR, 60)) AS reason
+        FROM _rl_ev e, json_each(e.grades) j
+        WHERE e.reason IS NULL AND e.grades IS NOT NULL AND json_type(j.value) <> 'NULL'
+          AND NOT coalesce(isfinite(try_cast(j.value AS DOUBLE)), false)
+        GROUP BY e.line_no) b
+    WHERE _rl_ev.line_no = b.line_no"""
+
+
 def conflicts_sql() -> str:
     """Grade events of this file that score a rollout already scored (earlier here, or in another
     file). A grade event without a score (the grader failed) conflicts with nothing: a retry that
@@ -103,10 +123,10 @@ def conflicts_sql() -> str:
     return """
     WITH graded AS (
         SELECT source_id, line_no, rollout_id, score, grades::VARCHAR AS grades FROM endpoint_events
-        WHERE kind = 'grade' AND (score IS NOT NULL OR grades IS NOT NULL)
+        WHERE kind = 'grade' AND """ + SCORED + """
         UNION ALL
         SELECT $sid, line_no, rollout_id, score, grades::VARCHAR FROM _rl_ev
-        WHERE reason IS NULL AND kind = 'grade' AND (score IS NOT NULL OR grades IS NOT NULL)),
+        WHERE reason IS NULL AND kind = 'grade' AND """ + SCORED + """),
     ranked AS (
         SELECT *, first_value(source_id) OVER w AS first_source, first_value(line_no) OVER w AS first_line,
                first_value(score) OVER w AS first_score, first_value(grades) OVER w AS first_grades,
@@ -115,9 +135,10 @@ def conflicts_sql() -> str:
     SELECT k.line_no,
         CASE WHEN k.score IS NOT DISTINCT FROM k.first_score AND k.grades IS NOT DISTINCT FROM k.first_grades
              THEN 'duplicate grade event for rollout ''' || k.rollout_id || ''' (same as ' || s.path || ' line ' || k.first_line || ')'
-             ELSE 'conflicting grade event for rollout ''' || k.rollout_id || ''': score ' || coalesce(k.score::VARCHAR, 'none')
-                  || ' here, ' || coalesce(k.first_score::VARCHAR, 'none') || ' at ' || s.path || ' line ' || k.first_line
-                  || ' (kept)' END AS reason
+             ELSE 'conflicting grade event for rollout ''' || k.rollout_id || ''': score '
+                  || coalesce(k.score::VARCHAR, k.grades, 'none') || ' here, '
+                  || coalesce(k.first_score::VARCHAR, k.first_grades, 'none') || ' at ' || s.path || ' line '
+                  || k.first_line || ' (kept)' END AS reason
     FROM ranked k LEFT JOIN sources s ON s.source_id = k.first_source
     WHERE k.rn > 1 AND k.source_id = $sid
     """
@@ -184,10 +205,10 @@ def assemble_sql() -> list[str]:
         # A rollout's grade: the first event that scored it (file order); without one, the last
         # failed attempt. Failed attempts before a score are kept in the grade's details.
         """CREATE OR REPLACE TEMP TABLE _rl_grade AS
-        WITH g AS (SELECT *, (score IS NOT NULL OR grades IS NOT NULL) AS scored FROM endpoint_events
+        WITH g AS (SELECT *, """ + SCORED + """ AS scored FROM endpoint_events
                    WHERE kind = 'grade' AND rollout_id IN (SELECT rollout_id FROM _rl_affected)),
-        failed AS (SELECT rollout_id, list({'ts': ts, 'http_status': http_status, 'error': error}
-                                           ORDER BY source_id, line_no) AS attempts
+        failed AS (SELECT rollout_id, list({'ts': ts, 'http_status': http_status, 'error': error,
+                                            'grades': grades::VARCHAR} ORDER BY source_id, line_no) AS attempts
                    FROM g WHERE NOT scored GROUP BY rollout_id),
         ranked AS (SELECT *, row_number() OVER (PARTITION BY rollout_id ORDER BY scored DESC,
                              CASE WHEN scored THEN source_id ELSE -source_id END,
@@ -254,10 +275,18 @@ def assemble_sql() -> list[str]:
         FROM ids i LEFT JOIN _rl_grade g USING (rollout_id) LEFT JOIN calls c USING (rollout_id)
         LEFT JOIN mean_grade m USING (rollout_id) LEFT JOIN usual_run u ON u.source_id = c.source_id
         LEFT JOIN timed_run t USING (rollout_id)""",
+        # attempts: the endpoint's rollouts of a (run, sample) in order of start, after the attempts
+        # other formats gave that run (a run holds each (sample, attempt) once)
         """UPDATE rollouts SET attempt = a.attempt FROM (
-            SELECT rollout_id, row_number() OVER (PARTITION BY run_id, sample_id ORDER BY started_at NULLS LAST, rollout_id) - 1
-                   AS attempt
-            FROM rollouts WHERE run_id IN (SELECT run_id FROM rollouts WHERE rollout_id IN (SELECT rollout_id FROM _rl_affected))) a
+            WITH runs_touched AS (SELECT DISTINCT run_id FROM rollouts WHERE rollout_id IN (SELECT rollout_id FROM _rl_affected)),
+            mine AS (SELECT r.* FROM rollouts r JOIN sources s USING (source_id)
+                     WHERE s.format = 'rft-endpoint' AND r.run_id IN (SELECT run_id FROM runs_touched)),
+            others AS (SELECT r.run_id, r.sample_id, max(r.attempt) + 1 AS base FROM rollouts r JOIN sources s USING (source_id)
+                       WHERE s.format <> 'rft-endpoint' AND r.run_id IN (SELECT run_id FROM runs_touched)
+                       GROUP BY r.run_id, r.sample_id)
+            SELECT m.rollout_id, coalesce(o.base, 0) + row_number() OVER (
+                       PARTITION BY m.run_id, m.sample_id ORDER BY m.started_at NULLS LAST, m.rollout_id) - 1 AS attempt
+            FROM mine m LEFT JOIN others o ON o.run_id = m.run_id AND o.sample_id IS NOT DISTINCT FROM m.sample_id) a
         WHERE rollouts.rollout_id = a.rollout_id AND rollouts.rollout_id IN (SELECT rollout_id FROM _rl_affected)""",
         """INSERT INTO runs
         SELECT r.run_id, r.run_id, NULL, NULL, any_value(e.step), mode(e.split), min(r.source_id), NULL
@@ -288,6 +317,7 @@ def load(ctx: LoadContext) -> LoadResult:
     con = ctx.con
     staged = stage_lines(con, ctx.source, ctx.line_offset)
     con.execute(events_sql(ctx.run is not None, staged))
+    con.execute(grade_values_sql())
     p = {"sid": ctx.source_id}
     con.execute(f"CREATE OR REPLACE TEMP TABLE _rl_conflicts AS {conflicts_sql()} UNION ALL {clashes_sql()}", p)
     con.execute(f"""INSERT INTO {STAGED_REJECTS}
