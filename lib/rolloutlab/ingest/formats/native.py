@@ -118,12 +118,25 @@ def prefers(record: object) -> bool:
 
 
 def top_structure() -> str:
-    """Top-level leaves as JSON; each array only as a list of BOOLEAN, which is cheap to build and
-    NULL exactly when the field is absent, null or not an array."""
+    """Every leaf as JSON text, the arrays as lists of structs of leaves: one parse of the line
+    gives the rollout and its tool calls, grades and messages (parsing a line again per array
+    cost about as much as the first parse, and it is the largest cost of a load)."""
     parts = [f'"{f.name}": "JSON"' for f in ROLLOUT_FIELDS]
     parts += [f'"{name}": {struct_type(fields)}' for name, fields in OBJECTS.items()]
-    parts += [f'"{name}": ["BOOLEAN"]' for name in ARRAYS]
+    parts += [f'"{name}": [{struct_type(fields)}]' for name, fields in ARRAYS.items()]
     return "{" + ", ".join(parts) + "}"
+
+
+def parse_sql() -> str:
+    """Each line parsed once: whether it is an object, its structure, and a container of the wrong
+    kind (which parses to NULL: looked at closer only where its key appears in the text)."""
+    return f"""
+    CREATE OR REPLACE TEMP TABLE _rl_parsed AS
+    SELECT line_no, is_object, r, CASE WHEN r IS NOT NULL THEN {_container_problem_sql()} END AS container_problem
+    FROM (SELECT line_no, line, left(ltrim(left(line, 256)), 1) = '{{' AS is_object,
+                 try(from_json(line, {lit(top_structure())})) AS r
+          FROM {LINES_TABLE})
+    """
 
 
 def _container_problem_sql() -> str:
@@ -141,9 +154,8 @@ def _container_problem_sql() -> str:
 
 
 def items_sql(name: str, typed: dict[str, str]) -> str:
-    """Parse one array of every record into typed rows with the first problem of each item."""
+    """One array of every record (parsed with the line, parse_sql) as typed rows with the first problem of each item."""
     fields = ARRAYS[name]
-    structure = lit("{" + f'"{name}": [{struct_type(fields)}]' + "}")
     where = f"'{name}[' || (idx - 1) || '].'"
     checks = required_checks(fields, "it", where) + type_checks(fields, "it", where)
     if "started_at" in typed and "ended_at" in typed:  # a negative duration is a broken clock
@@ -153,10 +165,8 @@ def items_sql(name: str, typed: dict[str, str]) -> str:
     return f"""
     CREATE OR REPLACE TEMP TABLE _rl_{name} AS
     SELECT line_no, (idx - 1)::INTEGER AS idx, {values}, {first_problem_sql(checks)} AS problem
-    FROM (SELECT line_no, unnest(items) AS it, generate_subscripts(items, 1) AS idx
-          FROM (SELECT line_no, try(from_json(line, {structure})."{name}") AS items
-                FROM {LINES_TABLE}
-                WHERE line_no IN (SELECT line_no FROM _rl_rows WHERE "has_{name}")))
+    FROM (SELECT line_no, unnest(r."{name}") AS it, generate_subscripts(r."{name}", 1) AS idx
+          FROM _rl_parsed WHERE len(r."{name}") > 0)
     """
 
 
@@ -197,16 +207,12 @@ def rows_sql(has_run_override: bool, staged: Staged) -> str:
     has_items = ", ".join(f'coalesce(len(r."{name}") > 0, false) AS "has_{name}"' for name in ARRAYS)
     return f"""
     CREATE OR REPLACE TEMP TABLE _rl_rows AS
-    WITH parsed AS (
-        SELECT line_no, line, left(ltrim(left(line, 256)), 1) = '{{' AS is_object,
-               try(from_json(line, {lit(top_structure())})) AS r
-        FROM {LINES_TABLE})
     SELECT line_no,
         CASE
         {truncated}
         WHEN r IS NULL THEN 'invalid JSON: fix the line or remove it'
         WHEN NOT is_object THEN 'not a JSON object: each line must be one rollout object'
-        ELSE coalesce({_container_problem_sql()}, {first_problem_sql(checks)})
+        ELSE coalesce(container_problem, {first_problem_sql(checks)})
         END AS reason,
         coalesce({v['rollout_id']}, $id_prefix || line_no) AS rollout_id,
         coalesce($run, {v['run']}) AS run_id,
@@ -222,7 +228,7 @@ def rows_sql(has_run_override: bool, staged: Staged) -> str:
         {usage['reasoning_tokens']} AS reasoning_tokens,
         {v['cost_usd']} AS cost_usd, {v['error']} AS error,
         {v['prompt']} AS prompt, {v['reference']} AS reference, {v['run_meta']} AS run_meta, {has_items}
-    FROM parsed
+    FROM _rl_parsed
     """
 
 
@@ -363,7 +369,8 @@ def insert_sql() -> list[str]:
     ]
 
 
-STAGING = ("_rl_tool_calls", "_rl_grades", "_rl_messages", "_rl_rows", "_rl_rejected", "_rl_attempts", "_rl_ok")
+STAGING = ("_rl_tool_calls", "_rl_grades", "_rl_messages", "_rl_rows", "_rl_rejected", "_rl_attempts", "_rl_ok",
+           "_rl_parsed")
 
 
 def load(ctx: LoadContext) -> LoadResult:
@@ -385,6 +392,7 @@ def load(ctx: LoadContext) -> LoadResult:
 def load_part(ctx: LoadContext) -> LoadResult:
     con = ctx.con
     staged = stage_lines(con, ctx.source, ctx.line_offset)
+    con.execute(parse_sql())
     con.execute(rows_sql(ctx.run is not None, staged),
                 {"id_prefix": ctx.id_prefix, "run": ctx.run, "step": ctx.step, "split": ctx.split})
     con.execute(items_sql("tool_calls", tool_call_values()))
