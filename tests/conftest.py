@@ -80,8 +80,7 @@ def load(con, tmp_path):
 
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-                 "--disable-background-networking", "--disable-component-update"]
+CHROMIUM_ARGS = config.CHROMIUM_ARGS  # the flags `rolloutlab report --pdf` starts Chromium with
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,9 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from rolloutlab import config
 from rolloutlab.cli import main
 from conftest import FIXTURES
 
@@ -110,8 +113,8 @@ def test_synth_and_demo(tmp_path, capsys):
     assert "600 records, 600 loaded, 0 rejected" in out and "synthetic demo logs" in out
     assert "step10" in out and "train-step10" in out and "rft-endpoint" in out
     # the demo drove rollouts against the demo tool server and loaded what it captured
-    assert "captured/endpoint-events.jsonl: loaded (rft-endpoint)" in out and "a step of 64 x 4 rollouts" in out
-    assert main(["capacity", "--db", str(tmp_path / "demo.duckdb"), "--run", "live", "--json"]) == 0
+    assert "captured/endpoint-events.jsonl: loaded (rft-endpoint)" in out and "a step of 64 x 4 = 256 rollouts" in out
+    assert main(["capacity", "--db", str(tmp_path / "demo.duckdb"), "--run", config.DEMO_SERVER_RUN, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["tool"] for r in rows][0] == "(all)" and {r["tool"] for r in rows} == {"(all)", "search", "list", "cat"}
     assert main(["synth", "--out", str(tmp_path / "ep"), "--samples", "4", "--format", "rft-endpoint"]) == 0
@@ -238,3 +241,73 @@ def test_demo_server_beyond_loopback_needs_a_token(capsys, monkeypatch):
     assert main(["demo-server", "--host", "0.0.0.0", "--port", "1"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "without a bearer token: pass --token TOKEN" in err and "Traceback" not in err
+
+
+def test_ingest_of_an_empty_folder_says_what_it_looked_for(tmp_path, capsys):
+    """A folder without log files: exit 1, saying so, the hidden files it skipped, and every
+    format and file type ingest reads (not just "total: 0 records")."""
+    from rolloutlab.ingest.formats import FORMATS
+
+    folder = tmp_path / "logs"
+    (folder / ".cache").mkdir(parents=True)
+    (folder / ".gitkeep").write_text("")
+    (folder / ".cache" / "old.jsonl").write_text('{"run": "r", "sample_id": "s", "score": 1}\n')
+    assert main(["ingest", str(folder), "--db", str(tmp_path / "e.duckdb")]) == 1
+    out, err = capsys.readouterr()
+    assert "total: 0 records" not in out
+    assert f"no log files in {folder}" in err and "other than 2 hidden one(s)" in err
+    for looked_for in [*FORMATS, ".jsonl", ".json", ".eval", ".parquet", "rolloutlab-lake.json", "docs/formats.md"]:
+        assert looked_for in err, looked_for
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["ingest", str(empty), "--db", str(tmp_path / "e.duckdb"), "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out) == [] and f"no log files in {empty}: the folder holds no files at all" in err
+
+
+def test_printed_numbers_read_as_people_read_them(db_path, tmp_path, capsys):
+    """summary, check, compare and capacity print 3 significant digits, separators, shares as
+    percentages and p < 0.001; --json keeps every value whole."""
+    import re
+
+    from conftest import rollout, write_jsonl
+    from test_capacity import OBSERVED
+
+    records = [rollout("b", f"s{i}", float(i % 4 == 1), ["search"] * 3, usage={"input_tokens": 40_040 + i % 2 * 2},
+                       status="infra_error" if i == 0 else "ok") for i in range(40)]
+    records += [rollout("c", f"s{i}", 1.0, ["search"], usage={"input_tokens": 6_001}) for i in range(40)]
+    main(["ingest", "--db", str(db_path), str(write_jsonl(tmp_path / "n.jsonl", records)),
+          str(write_jsonl(tmp_path / "obs.jsonl", OBSERVED))])
+    capsys.readouterr()
+    scientific = re.compile(r"\d[eE][+-]\d")
+    # b: 39 counted rollouts (s0 was an infra error); 10 pass (i = 1, 5, ... 37); 20 odd ones have
+    # 40,042 tokens, 19 even ones 40,040
+    tokens = (20 * 40_042 + 19 * 40_040) / 39
+
+    assert main(["summary", "--db", str(db_path), "--run", "b"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
+    assert rows["input_tokens_mean"] == [f"{tokens:,.0f}"] == ["40,041"]
+    assert rows["pass_at_1"] == [f"{100 * 10 / 39:.1f}%"] == ["25.6%"] and rows["n_infra_error"] == ["1"]
+    assert not scientific.search(out)
+    assert main(["summary", "--db", str(db_path), "--run", "b", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["input_tokens_mean"] == pytest.approx(tokens, abs=1e-6)
+    assert row["pass_at_1"] == pytest.approx(10 / 39, abs=1e-10)
+
+    assert main(["check", "--db", str(db_path), "--run", "b"]) == 0  # 1 of 40 infra errors: a warning
+    out = capsys.readouterr().out
+    assert "WARN  infra_errors (2.5%)" in out and "(0.025)" not in out
+
+    assert main(["compare", "--db", str(db_path), "--base", "b", "--candidate", "c", "--n-boot", "2000"]) == 0
+    out = capsys.readouterr().out
+    score = next(line for line in out.splitlines() if line.strip().startswith("score")).split()
+    # paired over 39 samples: 0.256 -> 1; no sign-flip of 29 gains reaches them: p = 1/2001 reads < 0.001
+    assert score[1:4] == [f"{10 / 39:.3g}", "1", f"+{29 / 39:.3g}"] and score[-3:] == ["<", "0.001", "*"]
+    tokens_line = next(line for line in out.splitlines() if line.strip().startswith("tokens_per_rollout")).split()
+    assert tokens_line[1:4] == ["40,041", "6,001", f"{6_001 - tokens:,.0f}"] and not scientific.search(out)
+
+    assert main(["capacity", "--db", str(db_path), "--run", "obs"]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.split()[:1] == ["(all)"]).split()
+    assert line[1:3] == ["5", f"{5 / 3:.3g}"]  # calls, calls per rollout: 1.67, not 1.667

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import rolloutlab as rl
+from rolloutlab.compare import RATIO_METRICS
 
 from conftest import rollout
 
@@ -192,6 +193,101 @@ def test_per_grader_rows_pair_samples(load, con):
     assert (a.base, a.candidate, a["diff"], a.n_samples) == (1.0, 0.25, -0.75, 2)  # s3 is not in the base
     assert (j.base, j.candidate, j["diff"]) == (0.25, 1.0, 0.75)
     # per-sample differences -1 and -0.5: every resample's mean lies between them
-    assert -1.0 <= a.ci_low <= a.ci_high <= -0.5 and a.significant
+    assert -1.0 <= a.ci_low <= a.ci_high <= -0.5
+    # ...but two samples cannot make a change significant: the exact sign-flip test has 4 patterns and
+    # 2 of them are as extreme as the observed one (p = 0.5), before any adjustment
+    assert a.p_value == pytest.approx(0.5) and a.p_holm >= 0.5 and not a.significant
     assert a.se == pytest.approx(np.std([-1.0, -0.5], ddof=1) / np.sqrt(2))
     assert df.index[-2:].tolist() == ["grader:answer", "grader:judge"]
+
+
+# --- multiplicity: p_holm, q_bh, and what marks a change significant ------------------------
+
+def test_adjusted_columns_follow_their_definitions(load, con):
+    from test_stats import bh_by_definition, holm_by_definition
+
+    base = {f"s{i}": [0.0, 0.0, 1.0 if i % 3 == 0 else 0.0] for i in range(40)}
+    cand = {f"s{i}": [1.0, 1.0, 0.0 if i % 10 == 0 else 1.0] for i in range(40)}
+    load(two_runs(base, cand))
+    df = rl.compare(con, "base", "cand", n_boot=500)
+    p = df.p_value.tolist()
+    assert np.allclose(df.p_holm, holm_by_definition(p), equal_nan=True)
+    assert np.allclose(df.q_bh, bh_by_definition(p), equal_nan=True)
+    assert df.significant.tolist() == (df.p_holm <= 0.05).tolist()
+    assert df.attrs["adjustment"] == "holm" and df.attrs["significant_from"] == "p_holm"
+    assert df.attrs["alpha"] == pytest.approx(0.05) and df.attrs["tests"] == int(df.p_value.notna().sum())
+    rows = df.set_index("metric")
+    # 40 samples, 2000 random swap patterns: the score's p is the +1 floor, 1/2001, and Holm multiplies it
+    # by the number of tests at most
+    assert rows.loc["score", "p_value"] == pytest.approx(1 / 2001)
+    assert rows.loc["score", "significant"] and rows.loc["tool_calls_per_rollout", "significant"]
+    assert not rows.loc["infra_error_rate", "significant"]  # no infra errors: p = 1
+    lat = rows.loc["latency_p50"]  # latency percentiles get a bootstrap p-value and join the family
+    assert lat.p_value == pytest.approx(2 / 501) and lat.significant
+    bh = rl.compare(con, "base", "cand", n_boot=500, adjust="bh")
+    assert bh.significant.tolist() == (bh.q_bh <= 0.05).tolist() and bh.attrs["adjustment"] == "bh"
+    with pytest.raises(ValueError, match="use one of holm, bh, none"):
+        rl.compare(con, "base", "cand", adjust="bonferroni")
+
+
+def _one_checkpoint(rng, n, k, p, rate):
+    """One run of a checkpoint over n samples x k attempts (true per-sample success p and tool-call
+    rate fixed by the checkpoint): the per-sample numerators and denominators of RATIO_METRICS
+    and two graders, as per_sample_sql computes them, and the latencies."""
+    passed = rng.random((n, k)) < p[:, None]
+    s = np.where(passed, 1.0, np.where(rng.random((n, k)) < 0.3, 0.5, 0.0))
+    calls = rng.poisson(rate[:, None] * np.where(passed, 0.8, 1.2))
+    turns = calls - rng.binomial(calls, 0.2)
+    tokens = 2000 + 900 * calls + rng.normal(0, 400, (n, k))
+    infra = rng.random((n, k)) < 0.03
+    infra[:, 0] = False  # every sample keeps a counted rollout
+    counted = ~infra
+    cnt = counted.sum(1)
+    smin, smax = np.where(counted, s, np.inf).min(1), np.where(counted, s, -np.inf).max(1)
+    columns = {  # (numerator, denominator) per metric, in RATIO_METRICS order
+        "score": ((s * counted).sum(1) / cnt, np.ones(n)),
+        "pass@1": ((passed & counted).sum(1) / cnt, np.ones(n)),
+        "best_of_n": (smax, np.ones(n)),
+        "signal_share": (((cnt >= 2) & (smax > smin)).astype(float), (cnt >= 2).astype(float)),
+        "tool_calls_per_rollout": ((calls * counted).sum(1), cnt),
+        "long_tail_share": (((calls > 15) & counted).sum(1), cnt),
+        "turns_per_rollout": ((turns * counted).sum(1), cnt),
+        "parallel_width": ((calls * counted).sum(1), (turns * counted).sum(1)),
+        "tokens_per_rollout": ((tokens * counted).sum(1), cnt),
+        "cost_per_rollout": ((tokens * 2e-6 * counted).sum(1), cnt),
+        "infra_error_rate": (infra.sum(1), np.full(n, k)),
+    }
+    assert list(columns) == list(RATIO_METRICS)
+    answer = (passed * counted).sum(1) / cnt
+    judge = (np.clip(s + rng.normal(0, 0.2, (n, k)), 0, 1) * counted).sum(1) / cnt
+    num = np.column_stack([c[0] for c in columns.values()] + [answer, judge]).astype(float)
+    den = np.column_stack([c[1] for c in columns.values()] + [np.ones(n), np.ones(n)]).astype(float)
+    latency = rng.lognormal(np.log(4 + 1.5 * calls), 0.4)
+    codes = np.repeat(np.arange(n), k).reshape(n, k)
+    return num, den, rl.stats.SortedValues(latency[counted], codes[counted], n)
+
+
+def test_null_pairs_rarely_show_an_adjusted_change():
+    """The issue's simulation: 200 pairs of runs drawn from one checkpoint (100 samples x 3 attempts,
+    11 run metrics, 2 latency percentiles, 2 graders: 15 tests). Unadjusted, about half of the pairs
+    show some "significant" change; after Holm (and BH: under a complete null the FDR is the FWER)
+    at most 5% do, up to simulation error (2 standard errors of a share of 200)."""
+    from rolloutlab.compare import paired_table
+
+    rng = np.random.default_rng(2024)
+    n, k, pairs = 100, 3, 200
+    any_raw = any_holm = any_bh = 0
+    for i in range(pairs):
+        p, rate = rng.beta(1.2, 1.2, n), rng.gamma(3, 1.5, n)  # the checkpoint, as the samples see it
+        nb, db, sb = _one_checkpoint(rng, n, k, p, rate)
+        nc, dc, sc = _one_checkpoint(rng, n, k, p, rate)
+        # 700 resamples: the latency p-values (bootstrap, floor 2 / 701) can pass Holm's first step, 0.05 / 15
+        df = paired_table(nb, db, nc, dc, sb, sc, ["answer", "judge"], n_boot=700, n_perm=1000, seed=i)
+        assert df.attrs["tests"] == 15
+        any_raw += bool((df.p_value <= 0.05).any())
+        any_holm += bool(df.significant.any())
+        any_bh += bool((df.q_bh <= 0.05).any())
+    limit = 0.05 + 2 * np.sqrt(0.05 * 0.95 / pairs)
+    assert any_holm / pairs <= limit and any_bh / pairs <= limit
+    print(f"null pairs: any raw {any_raw / pairs:.3f}, any Holm {any_holm / pairs:.3f}, any BH {any_bh / pairs:.3f}")
+    assert any_raw / pairs >= 0.3  # far above 5%

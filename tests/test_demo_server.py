@@ -44,7 +44,7 @@ def test_burst_of_rollouts_all_logged(tmp_path, con):
     status = dict(con.execute("SELECT rollout_id, status FROM rollouts").fetchall())
     assert failed and {status[r] for r in failed} == {"infra_error"}
     assert {s for r, s in status.items() if r not in failed} == {"ok"}
-    plan = rl.capacity(con, "live").set_index("tool")
+    plan = rl.capacity(con, config.DEMO_SERVER_RUN).set_index("tool")
     assert plan.loc["(all)", "calls"] == (sent.kind == "tool").sum()
     assert plan.loc["(all)", "peak_rollouts_in_flight"] > 10  # they did run at once
 

@@ -32,3 +32,8 @@ def test_a_table_for_people_leaves_the_frame_alone():
     shown = fmt.table(df, shares=["share"], pvalues=["p"])
     assert shown.iloc[0].tolist() == ["a", "25%", "p < 0.001", "40,040", "3"]
     assert df.p.iloc[0] == 0.0004 and not math.isnan(df.share.iloc[0])
+
+
+def test_pandas_missing_values_and_nullable_integers():
+    df = pd.DataFrame({"n": pd.array([3, None], dtype="Int64"), "t": [pd.NaT, pd.Timestamp("2025-01-01")]})
+    assert fmt.table(df).n.tolist() == ["3", "—"] and fmt.value(pd.NA) == "—" and fmt.number(pd.NA) == "—"

@@ -13,9 +13,9 @@ from rolloutlab import config, synth
 NOTEBOOKS = sorted(config.NOTEBOOKS_DIR.glob("*.ipynb"))
 
 
-def test_the_seven_notebooks_exist():
+def test_the_notebooks_exist():
     assert [p.stem for p in NOTEBOOKS] == ["01-explore", "02-readiness", "03-tool-use", "04-latency",
-                                           "05-compare", "06-report", "07-live"]
+                                           "05-compare", "06-report", "07-live", "08-curate", "09-failure-modes"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

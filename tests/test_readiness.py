@@ -1,6 +1,7 @@
 """Every readiness check on a fixture built to trigger it, and on one built not to."""
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
@@ -52,9 +53,10 @@ def test_healthy_run_passes(run_checks):
     assert got == {
         "baseline_nonzero": "pass", "attempts_per_sample": "pass", "signal_share": "pass", "saturation": "pass",
         "reward_granularity": "pass", "infra_errors": "pass", "ungraded": "pass", "rejected_records": "pass",
-        "grader_consistency": "pass", "graders": "skip",
+        "grader_consistency": "pass", "graders": "skip", "grader_vs_labels": "skip",
         "suspicious_scores": "pass", "tool_output_size": "pass", "long_tail": "pass", "tool_budget": "skip",
-        "dataset_size": "pass", "split_leakage": "skip", "split_shift": "skip"}
+        # 120 samples cannot tell a 5-point change in pass rate from noise (test_power_check)
+        "dataset_size": "pass", "power": "warn", "split_leakage": "skip", "split_shift": "skip"}
     assert df.set_index("check").loc["signal_share", "value"] == pytest.approx(0.3)
     assert "attempts per sample reach" in df.set_index("check").loc["signal_share", "advice"]
     assert not rl.readiness.failed(df)
@@ -232,3 +234,86 @@ def test_graders_check(run_checks, load, con):
     load(agree)
     row = rl.check(con, "a").set_index("check").loc["graders"]
     assert row.status == "pass" and "2 grader(s) vary" in row.advice
+
+
+def test_power_check(run_checks, con):
+    """The MDE of a paired comparison against a future checkpoint, computed here from the
+    dataset's pass/fail outcomes by one-way ANOVA with the assumed correlation 0.5."""
+    import numpy as np
+    from scipy.stats import norm
+
+    df = run_checks(dataset(n=120, attempts=3))
+    passes = np.array([[1, 0, 0]] * 36 + [[1, 1, 1]] * 48 + [[0, 0, 0]] * 36, dtype=float)  # 0.5 fails
+    within = passes.var(axis=1, ddof=1).mean()
+    between = passes.mean(1).var(ddof=1) - within / 3
+    var_d = 2 * between * (1 - 0.5) + 2 * within / 3
+    z = norm.ppf(0.975) + norm.ppf(0.8)
+    row = df.set_index("check").loc["power"]
+    assert row.status == "warn" and row.value == pytest.approx(z * np.sqrt(var_d / 120))
+    need = int(np.ceil(z ** 2 * var_d / 0.05 ** 2))
+    assert f"needs about {need:,} samples × 3 attempts" in row.advice
+    assert "assumed correlation 0.5" in row.details
+    easy = rl.check(con, "h", power_delta=0.25).set_index("check").loc["power"]
+    assert easy.status == "pass" and "enough for 25 points" in easy.advice
+
+
+def _labelled_run(load, con, tmp_path, bias, n=150, grader_bias=0.0, seed=0):
+    """200 samples x 3 attempts with a known truth; the reward passes every true pass and a share
+    ``bias`` of the true fails; the 'judge' grader the same with ``grader_bias``; n random rollouts
+    labelled with the truth."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    p = rng.beta(2, 2, 200)
+    truth = {}
+    records = []
+    for i in range(200):
+        for j in range(3):
+            t = bool(rng.random() < p[i])
+            reward = t or bool(rng.random() < bias)
+            judge = t or bool(rng.random() < grader_bias)
+            rid = f"g-{i}-{j}"
+            truth[rid] = t
+            records.append(rollout("g", f"s{i:03d}", float(reward), rollout_id=rid,
+                                   grades=[{"grader": "judge", "score": float(judge)}]))
+            records[-1]["score"] = float(reward)
+    load(records)
+    labels = importlib.import_module("rolloutlab.labels")  # the module, not rl.labels
+
+    picked = labels.labelling_sample(con, "g", n=n, seed=seed).rollout_id
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps({"rollout_id": rid, "value": truth[rid], "who": "oracle"}) + "\n"
+                            for rid in picked))
+    assert labels.import_labels(con, path).loaded[0] == n
+
+
+def test_grader_vs_labels_skips_without_enough_labels(load, con):
+    load(dataset(run="g"))
+    assert status(rl.check(con, "g"), "grader_vs_labels") == "skip"
+    labels = importlib.import_module("rolloutlab.labels")  # the module, not rl.labels
+
+    for rid in labels.labelling_sample(con, "g", n=10).rollout_id:
+        labels.label(con, rid, "pass")
+    row = rl.check(con, "g").set_index("check").loc["grader_vs_labels"]
+    assert (row.status, row.value) == ("skip", 10) and "label at least 20" in row.advice
+
+
+def test_grader_vs_labels_fails_a_biased_reward(load, con, tmp_path):
+    _labelled_run(load, con, tmp_path, bias=0.3)
+    row = rl.check(con, "g").set_index("check").loc["grader_vs_labels"]
+    assert row.status == "fail" and "The reward disagrees with people: (score)" in row.advice
+    assert "labels say" in row.advice and "(score): κ" in row.details
+
+
+@pytest.mark.parametrize("grader_bias, expected", [(0.0, "pass"), (0.3, "warn")])
+def test_grader_vs_labels_passes_an_honest_reward_and_warns_on_a_biased_grader(load, con, tmp_path, grader_bias,
+                                                                              expected):
+    _labelled_run(load, con, tmp_path, bias=0.0, grader_bias=grader_bias)
+    row = rl.check(con, "g").set_index("check").loc["grader_vs_labels"]
+    assert row.status == expected and row.value == 1.0  # the reward agrees perfectly: kappa 1
+    if expected == "warn":
+        assert "judge (" in row.advice and "(score)" not in row.advice
+    else:
+        assert row.advice == "The reward and 1 grader(s) agree with 150 labelled rollouts."
+    row = rl.check(con, "g", labels_min=500).set_index("check").loc["grader_vs_labels"]
+    assert row.status == "skip"

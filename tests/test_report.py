@@ -27,15 +27,15 @@ def test_content_escaping_and_self_containment(report_db, tmp_path):
     html = rl.build_report(report_db, "base", "cand", n_boot=200, progress=False)
     cmp = rl.compare(report_db, "base", "cand", n_boot=200).set_index("metric")
     score = cmp.loc["score"]
-    assert f"{score.base:.3f} → {score.candidate:.3f}" in html
+    assert f"{score.base:.3g} → {score.candidate:.3g}" in html  # 3 significant digits: 0.5 → 0.917
     assert f"{cmp.attrs['wins']} / {cmp.attrs['ties']} / {cmp.attrs['losses']}" in html
-    assert "6.0 → 2.0" in html  # tool calls per rollout
+    assert "6 → 2" in html  # tool calls per rollout
     assert "<script>window.__pwned" not in html and "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html
     # outside plotly.js itself (whose logo link is no request), nothing points to the network
     page_only = html.replace(html[html.index("<script"):html.index("</script>") + 9], "", 1)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page_only), "no external resources"
-    for section in ("headline", "readiness", "variance", "tool-calls", "latency", "per-sample", "training",
-                    "methods"):
+    for section in ("headline", "readiness", "variance", "tool-calls", "latency", "per-sample", "graders", "suspects",
+                    "capacity", "training", "trainer", "methods"):
         assert f"<section id='{section}'>" in html
     assert f"<p class='sub'>rolloutlab {rl.__version__} · generated" in html
     path = rl.write_report(report_db, "base", "cand", tmp_path / "r.html", n_boot=100, progress=False)
@@ -55,7 +55,7 @@ def test_opens_offline_in_chromium(browser, report_db, tmp_path):
     assert all(u.startswith(("file:", "data:", "blob:")) for u in requests), requests
     text = page.inner_text("#headline")
     score = rl.compare(report_db, "base", "cand", n_boot=200).set_index("metric").loc["score"]
-    assert f"{score.base:.3f} → {score.candidate:.3f}" in text
+    assert f"{score.base:.3g} → {score.candidate:.3g}" in text
     assert page.evaluate("window.__pwned") is None  # the injected script never ran
     assert "<script>window.__pwned=1</script>" in page.inner_text("#per-sample")  # shown as text
     assert page.locator(".plotly").count() >= 4
@@ -71,7 +71,8 @@ def test_trainer_section(report_db):
     html = rl.build_report(report_db, "base", "cand", n_boot=50, progress=False)
     section = html[html.index("<section id='trainer'>"):]
     section = section[:section.index("</section>")]
-    assert "What the trainer reported" in section and "ftjob-abc123" in section and "sample_parse_error_mean" in section
+    assert "What the trainer reported" in section and "ftjob-abc123" in section and "plotly-graph-div" in section
+    assert re.search(r"sample.parse.error", section)  # the job's grader error metric is drawn (named by plots)
 
 
 def test_graders_and_suspects_sections(load, con):
@@ -85,7 +86,12 @@ def test_graders_and_suspects_sections(load, con):
     html = rl.build_report(con, "base", "step10", n_boot=100, progress=False)
     graders = html[html.index("<section id='graders'>"):]
     graders = graders[:graders.index("</section>")]
-    assert "grader:judge" in graders and "grader:answer" in graders and "Where graders disagree" in graders
+    per_grader = rl.compare(con, "base", "step10", n_boot=100).set_index("metric")
+    for name in ("judge", "answer"):  # the per-grader table: each grader's change, 3 significant digits
+        row = per_grader.loc[f"grader:{name}"]
+        assert f"<td class='w'>{name}</td><td class='n'>{row.base:.3g}</td>" in graders
+        assert f"{row['diff']:+.3g}" in graders
+    assert graders.count("plotly-graph-div") == 2  # the per-grader bars and where graders disagree
     suspects = html[html.index("<section id='suspects'>"):]
     suspects = suspects[:suspects.index("</section>")]
     n = len(rl.audit(con, "step10", base="base"))
@@ -105,7 +111,7 @@ def test_capacity_section(load, con):
     section = html[html.index("<section id='capacity'>"):]
     section = section[:section.index("</section>")]
     assert "30 × 2 = 60 rollouts" in section
-    assert "<td>40</td>" in section and "<td>20</td>" in section  # projected peaks (test_capacity)
+    assert "<td class='n'>40</td>" in section and "<td class='n'>20</td>" in section  # projected peaks (test_capacity)
     assert "<b>cat</b>" not in section and "&lt;b&gt;cat&lt;/b&gt;" in section
 
 
@@ -188,3 +194,113 @@ def test_no_module_imports_from_its_package_init():
                 wrong += [f"{path.relative_to(root)}: {a.name}" for a in node.names
                           if not ((package / f"{a.name}.py").exists() or (package / a.name / "__init__.py").exists())]
     assert wrong == []
+
+
+def _verdict_case(ci_low, ci_high, concerns=()):
+    """A compare row and verdict rows for verdict_sentence: ``concerns`` as (topic, condition)."""
+    import pandas as pd
+
+    from rolloutlab import report
+
+    cmp = pd.DataFrame([{"metric": "score", "base": 0.5, "candidate": 0.6, "diff": (ci_low + ci_high) / 2,
+                         "ci_low": ci_low, "ci_high": ci_high, "p_value": 0.0004, "significant": False}])
+    rows = [dict(topic=t, concern=True, count=1, line="", condition=c, section="", section_title="")
+            for t, c in concerns]
+    rows.append(dict(topic="infra", concern=False, count=0, line="", condition="", section="", section_title=""))
+    return report.verdict_sentence(cmp, pd.DataFrame(rows, columns=report.VERDICT_COLUMNS), "b", "c")
+
+
+def test_the_verdict_in_words():
+    """"better" only where the score's CI is above 0, and never bare when anything argues against it."""
+    clean = _verdict_case(0.05, 0.15)
+    assert clean["verdict"] == ("c is better than b: nothing else the workbench checks argues against it. "
+                                "Score 0.5 → 0.6: +0.1, 95% CI [+0.05, +0.15], p < 0.001.")
+    audited = _verdict_case(0.05, 0.15, [("audit", "the 7 audit suspects are honest"), ("truncation", "x")])
+    assert audited["verdict"].startswith("c is better than b, if the 7 audit suspects are honest: read them first "
+                                         "(1 more caveat below).")
+    warned = _verdict_case(0.05, 0.15, [("readiness:power", "c's power warning does not bias the score")])
+    assert warned["rest"] == ", if c's power warning does not bias the score: read the caveats below first."
+    unclear = _verdict_case(-0.02, 0.15, [("audit", "the 7 audit suspects are honest")])
+    assert unclear["verdict"].startswith("No clear difference between c and b (the 95% CI includes 0); read the "
+                                         "1 caveat below before concluding.")
+    worse = _verdict_case(-0.15, -0.05, [("audit", "a"), ("coverage", "b")])
+    assert worse["direction"] == "worse" and worse["rest"] == "; 2 caveats below may explain part of it."
+    assert (clean["concerns"], audited["concerns"], worse["concerns"]) == (0, 2, 2)
+
+
+def test_the_headline_names_its_caveats(report_db):
+    """On a small run the readiness checks of the candidate warn: the verdict says so first."""
+    html = rl.build_report(report_db, "base", "cand", n_boot=200, progress=False)
+    headline = html[html.index("<section id='headline'>"):]
+    headline = headline[:headline.index("</section>")]
+    checks = rl.check(report_db, "cand")
+    flagged = checks[checks.status.isin(["warn", "fail"])]
+    assert "dataset_size" in set(flagged.check)  # 12 samples
+    for name in flagged.check:
+        assert f"<li class='concern' data-topic='readiness:{name}'>" in headline
+        assert f"href='#readiness-{name}'" in headline and f"<tr id='readiness-{name}'>" in html
+    verdict = re.search(r"<p class='verdict'>(.*?)</p>", headline).group(1)
+    assert verdict.startswith("<strong>cand is better than base</strong>, if cand&#x27;s ")
+
+
+def test_long_text_is_never_cut(load, con):
+    """Audit reasons and final answers are shown whole, wrapped in a row of their own; a very long
+    answer opens on a click. Nothing is cut with an ellipsis in a narrow column."""
+    from rolloutlab import synth
+
+    records, planted = synth.generate_judged(samples=60, attempts=3, seed=2, hack_rate=0.05)
+    evil = next(r for r in records if planted.get(r["rollout_id"]) == "grader_injection")
+    long_answer = synth.INJECTION + " " + "and so on " * 80 + "the-very-end"
+    evil["final_answer"] = long_answer
+    load(records)
+    html = rl.build_report(con, "base", "step10", n_boot=100, progress=False)
+    suspects = html[html.index("<section id='suspects'>"):]
+    suspects = suspects[:suspects.index("</section>")]
+    top = rl.audit(con, "step10", base="base").head(10)
+    assert evil["rollout_id"] in set(top.rollout_id)
+    assert "the-very-end" in suspects and f"show all {len(long_answer):,} characters" in suspects
+    for reason in top.reason:  # every reason whole, in the row under its suspect
+        assert f"<span class='k'>why:</span><span class='long'>{reason.replace(chr(39), '&#x27;')}</span>" in suspects
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", suspects.split("<h3>")[1], flags=re.S)
+    assert cells and not any("…" in c or "..." in c for c in cells)
+
+
+def test_pdf_without_chromium_says_how_to_install_it(load, con, db_path, tmp_path, monkeypatch, capsys):
+    from rolloutlab import cli
+
+    load([rollout("a", f"s{i}", float(i % 2), ["search"]) for i in range(4)]
+         + [rollout("b", f"s{i}", 1.0, ["search"]) for i in range(4)])
+    con.close()
+    monkeypatch.setenv("PATH", str(tmp_path / "no-browsers-here"))
+    monkeypatch.delenv("ROLLOUTLAB_CHROMIUM", raising=False)
+    out = tmp_path / "r.html"
+    code = cli.main(["report", "--db", str(db_path), "--base", "a", "--candidate", "b", "-o", str(out), "--pdf"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE and not out.exists() and not out.with_suffix(".pdf").exists()
+    assert "needs Chromium" in err and "apt-get install chromium" in err and "ROLLOUTLAB_CHROMIUM" in err
+    monkeypatch.setenv("ROLLOUTLAB_CHROMIUM", str(tmp_path / "nope"))
+    assert cli.main(["report", "--db", str(db_path), "--base", "a", "--candidate", "b", "-o", str(out),
+                     "--pdf"]) == cli.EXIT_USAGE
+    assert "$ROLLOUTLAB_CHROMIUM is" in capsys.readouterr().err and not out.exists()
+
+
+def test_infra_errors_and_truncation_that_differ_are_caveats(load, con):
+    """10 of 40 candidate rollouts failed on infrastructure, 4 were truncated: both are concerns,
+    with each run's counts; the base has neither."""
+    from rolloutlab import report
+
+    records = [rollout("a", f"s{i}", float(i % 2), ["search"]) for i in range(40)]
+    records += [rollout("b", f"s{i}", None if i < 10 else 1.0, ["search"],
+                        status="infra_error" if i < 10 else "truncated" if i < 14 else "ok") for i in range(40)]
+    load(records)
+    v = report.verdict(con, "a", "b", n_boot=500).set_index("topic")
+    assert bool(v.loc["infra", "concern"]) and bool(v.loc["truncation", "concern"])
+    from scipy.stats import fisher_exact
+
+    p = fisher_exact([[0, 40], [10, 30]]).pvalue  # 0.00103
+    assert ("0 of 40 (0%) in a, 10 of 40 (25%) in b: the share differs between the runs (+25 pp, Fisher's exact "
+            f"test p = {p:.2g}); readiness warns on b's infra_errors") in v.loc["infra", "line"]
+    # the 10 samples whose every rollout of b failed are in neither score: said so
+    assert bool(v.loc["coverage", "concern"]) and "10 by both but without a counted rollout" in v.loc["coverage", "line"]
+    assert "0 of 40 (0%) in a, 4 of 40 (10%) in b" in v.loc["truncation", "line"]
+    assert v.loc["infra", "section"] == v.loc["truncation", "section"] == "methods-rollouts"

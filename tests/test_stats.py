@@ -128,3 +128,156 @@ def test_shared_resamples_give_each_scope_what_its_own_bootstrap_gives():
     want = np.array([stats.percentile_interval(reps[:, i], 0.95) for i in range(2)])
     assert np.allclose(shared["b"], want)
     assert np.isnan(stats.cluster_bootstrap_quantiles_shared({"c": (np.array([]), np.array([]), 10)}, 60, [0.5])["c"]).all()
+
+
+# --- multiplicity ----------------------------------------------------------------------------
+
+def holm_by_definition(p):
+    """Holm 1979 step-down, written from its definition: the i-th smallest p (1-based) gets
+    max over j <= i of (m - j + 1) p_(j), capped at 1."""
+    idx = [i for i, x in enumerate(p) if not np.isnan(x)]
+    m = len(idx)
+    ranked = sorted(idx, key=lambda i: p[i])
+    out = [np.nan] * len(p)
+    for pos, i in enumerate(ranked):
+        out[i] = min(1.0, max((m - j) * p[ranked[j]] for j in range(pos + 1)))
+    return out
+
+
+def bh_by_definition(p):
+    """Benjamini-Hochberg: q_(i) = min over j >= i of m p_(j) / j, capped at 1."""
+    idx = [i for i, x in enumerate(p) if not np.isnan(x)]
+    m = len(idx)
+    ranked = sorted(idx, key=lambda i: p[i])
+    out = [np.nan] * len(p)
+    for pos, i in enumerate(ranked):
+        out[i] = min(1.0, min(m * p[ranked[j]] / (j + 1) for j in range(pos, m)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_holm_and_bh_match_their_definitions(seed):
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0, 0.2, 15) ** 2
+    p[[2, 9]] = np.nan  # rows without a test are not in the family
+    p[4] = p[5]  # a tie
+    assert np.allclose(stats.holm(p), holm_by_definition(p), equal_nan=True)
+    assert np.allclose(stats.bh(p), bh_by_definition(p), equal_nan=True)
+    assert np.isnan(stats.holm(p)[[2, 9]]).all()
+    assert (stats.bh(p)[~np.isnan(p)] <= stats.holm(p)[~np.isnan(p)] + 1e-15).all()  # BH is never stricter
+
+
+def test_holm_and_bh_known_values():
+    p = np.array([0.01, 0.04, 0.03, 0.005])
+    # sorted 0.005, 0.01, 0.03, 0.04 -> Holm 4*0.005, 3*0.01, 2*0.03, 1*0.04 -> running max 0.02, 0.03, 0.06, 0.06
+    assert stats.holm(p).tolist() == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # BH: 4*0.005/1, 4*0.01/2, 4*0.03/3, 4*0.04/4 = 0.02, 0.02, 0.04, 0.04
+    assert stats.bh(p).tolist() == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert np.isnan(stats.holm([np.nan])).all() and stats.bh([]).size == 0
+
+
+def test_bootstrap_p_counts_replicates_beyond_zero():
+    reps = np.column_stack([np.r_[-np.ones(10), np.ones(89)],  # 10 of 99 at or below 0
+                            np.ones(99), np.full(99, np.nan)])
+    p = stats.bootstrap_p(reps)
+    assert p[0] == pytest.approx(2 * 11 / 100) and p[1] == pytest.approx(2 / 100) and np.isnan(p[2])
+
+
+# --- power -----------------------------------------------------------------------------------
+
+def test_variance_components_recover_planted_values():
+    rng = np.random.default_rng(3)
+    n, k = 4000, 4
+    means = rng.normal(0.5, 0.2, n)                     # between-sample variance 0.04
+    values = means[:, None] + rng.normal(0, 0.3, (n, k))  # within 0.09
+    vc = stats.variance_components(values.ravel(), np.repeat(np.arange(n), k))
+    assert vc["between"] == pytest.approx(0.04, rel=0.05) and vc["within"] == pytest.approx(0.09, rel=0.03)
+    assert (vc["samples"], vc["rollouts"], vc["attempts"]) == (n, n * k, k)
+    one = stats.variance_components(values[:, 0], np.arange(n))
+    assert np.isnan(one["within"]) and one["var_means"] == pytest.approx(np.var(values[:, 0], ddof=1))
+
+
+def test_sample_size_formula_known_values():
+    from scipy.stats import norm
+
+    za, zb = norm.ppf(0.975), norm.ppf(0.8)
+    # Var(d) = 1, delta = 0.1: n = (1.95996 + 0.84162)^2 / 0.01 = 784.9 -> 785
+    assert stats.samples_needed(1.0, 0.1) == 785
+    assert stats.mde(1.0, 785) == pytest.approx((za + zb) / np.sqrt(785))
+    assert stats.power_at(stats.mde(0.3, 400), 0.3, 400) == pytest.approx(0.8, abs=1e-3)  # the far tail adds ~0
+    assert stats.power_at(0.0, 0.3, 400) == pytest.approx(0.05)
+    assert stats.paired_variance(0.04, 0.05, 0.03, 0.09, 0.08, 4, 2) == pytest.approx(0.04 + 0.05 - 0.06 + 0.0225 + 0.04)
+
+
+# --- agreement and PPI -----------------------------------------------------------------------
+
+def test_cohen_kappa_matches_sklearn_and_its_se_a_bootstrap():
+    from sklearn.metrics import cohen_kappa_score
+
+    rng = np.random.default_rng(5)
+    a = rng.random(400) < 0.6
+    b = np.where(rng.random(400) < 0.8, a, rng.random(400) < 0.5)
+    table = [[(a & b).sum(), (a & ~b).sum()], [(~a & b).sum(), (~a & ~b).sum()]]
+    kappa, se, lo, hi = stats.cohen_kappa(table)
+    assert kappa == pytest.approx(cohen_kappa_score(a, b))
+    i = rng.integers(0, 400, (4000, 400))  # bootstrap of the rollouts, kappa from its definition
+    ra, rb = a[i], b[i]
+    po = (ra == rb).mean(1)
+    pe = ra.mean(1) * rb.mean(1) + (1 - ra.mean(1)) * (1 - rb.mean(1))
+    assert se == pytest.approx(np.std((po - pe) / (1 - pe)), rel=0.1)
+    assert lo < kappa < hi and hi - lo == pytest.approx(2 * 1.959964 * se)
+
+
+def test_wilson_matches_scipy():
+    from scipy.stats import binomtest
+
+    ci = binomtest(37, 50).proportion_ci(0.95, method="wilson")
+    assert stats.wilson(37, 50) == pytest.approx((ci.low, ci.high))
+
+
+def test_ppi_estimate_and_se_by_hand():
+    """lam = 1, every unit its own cluster: theta = mean_all(f) + mean_lab(y - f); the variance is
+    the textbook Var(f)/N + Var(y - f)/n (Angelopoulos et al. 2023) up to the labelled units being
+    part of all N (their covariance is of order n / N)."""
+    rng = np.random.default_rng(7)
+    big_n, n = 20000, 300
+    truth = rng.random(big_n) < 0.55
+    f = (truth | (rng.random(big_n) < 0.3)).astype(float)
+    y = np.full(big_n, np.nan)
+    lab = rng.choice(big_n, n, replace=False)
+    y[lab] = truth[lab]
+    got = stats.ppi_mean(f, y, lam=1.0)
+    rect = y[lab] - f[lab]
+    assert got["estimate"] == pytest.approx(f.mean() + rect.mean())
+    textbook = np.sqrt(f.var(ddof=1) / big_n + rect.var(ddof=1) / n)
+    assert got["se"] == pytest.approx(textbook, rel=0.03)
+    labels_only = stats.ppi_mean(f, y, lam=0.0)
+    assert labels_only["estimate"] == pytest.approx(y[lab].mean())
+    assert labels_only["se"] == pytest.approx(y[lab].std(ddof=1) / np.sqrt(n), rel=0.01)
+    tuned = stats.ppi_mean(f, y)  # power tuning is never less precise than either end
+    assert 0 <= tuned["lam"] <= 1 and tuned["se"] <= min(got["se"], labels_only["se"]) + 1e-12
+
+
+def test_ppi_covers_the_true_rate_when_the_grader_is_biased():
+    """The issue's case at the level of the estimator: a grader that passes 30% of truly failing
+    rollouts, 150 random labels, 400 seeds. The prediction-powered CI covers the true pass rate
+    (the run's own, and the population's) in >= 90% of seeds; the grader's naive CI almost never."""
+    rng = np.random.default_rng(11)
+    samples, k, n_lab, seeds = 300, 3, 150, 400
+    covered_run = covered_pop = naive = 0
+    for _ in range(seeds):
+        p = rng.beta(2, 2, samples)  # population true rate: E p = 0.5
+        truth = rng.random((samples, k)) < p[:, None]
+        f = (truth | (rng.random((samples, k)) < 0.3)).ravel().astype(float)
+        truth = truth.ravel()
+        clusters = np.repeat(np.arange(samples), k)
+        y = np.full(len(f), np.nan)
+        lab = rng.choice(len(f), n_lab, replace=False)
+        y[lab] = truth[lab]
+        r = stats.ppi_mean(f, y, clusters)
+        covered_run += r["ci_low"] <= truth.mean() <= r["ci_high"]
+        covered_pop += r["ci_low"] <= 0.5 <= r["ci_high"]
+        mean, se = stats.clustered_mean(f, clusters)
+        naive += mean - 1.96 * se <= truth.mean() <= mean + 1.96 * se
+    assert covered_run / seeds >= 0.90 and covered_pop / seeds >= 0.90
+    assert naive / seeds <= 0.01

@@ -26,7 +26,7 @@ def test_connect_creates_canonical_tables_with_version(con):
     assert cols == ["rollout_id", "run_id", "sample_id", "attempt", "started_at", "ended_at", "latency_s",
                     "status", "stop_reason", "final_answer", "score", "n_turns", "n_tool_calls", "input_tokens",
                     "output_tokens", "reasoning_tokens", "cost_usd", "error", "source_id", "source_line",
-                    "stop_reason_raw"]
+                    "stop_reason_raw", "cached_input_tokens"]
 
 
 def test_default_path_comes_from_env(monkeypatch, tmp_path):

@@ -176,3 +176,52 @@ def test_judged_runs_plant_every_hack():
             assert r["final_answer"].endswith(synth.INJECTION)
         if kind == "generic_answer":
             assert r["final_answer"] == synth.GENERIC_ANSWER
+
+
+LIMIT_WORDS = {"max_steps", "context_length_exceeded", "max_output_tokens"}
+
+
+def test_models_and_stop_reasons(records):
+    assert {r["model"] for r in records["base"]} == {synth.BASE_MODEL}
+    assert {r["model"] for r in records["step10"]} == {synth.TUNED_MODEL.format(label="step10")}
+    for run, rs in records.items():
+        assert {r["stop_reason"] for r in rs} <= {"final_answer", "tool_error"} | LIMIT_WORDS
+        assert all((r["stop_reason"] == "tool_error") == (r["status"] == "infra_error") for r in rs)
+        assert all((r["stop_reason"] in LIMIT_WORDS) == (r["status"] == "truncated") for r in rs)
+    assert LIMIT_WORDS <= {r["stop_reason"] for r in records["base"]}  # every kind of cut in the base
+    share = {run: statistics.mean(r["status"] == "truncated" for r in scored(rs)) for run, rs in records.items()}
+    assert 0.02 < share["base"] < 0.06 and share["step10"] < 0.015
+
+
+def test_truncated_rollouts_carry_tokens_and_no_answer(records):
+    cut = [r for rs in records.values() for r in rs if r["status"] == "truncated"]
+    assert all(r["score"] == 0.0 and r["final_answer"] is None and r["usage"]["input_tokens"] > 0
+               and r["usage"]["output_tokens"] > 0 for r in cut)
+    base_context = 900  # what every request starts with, before the prompt
+    for r in cut:
+        calls = r["tool_calls"]
+        tool_tokens = sum(c["output_chars"] // 4 for c in calls)
+        if r["stop_reason"] == "context_length_exceeded":  # its next request would pass the window
+            most = base_context + len(r["prompt"]) // 4 + tool_tokens + 160 * len(calls)
+            assert most > synth.CONTEXT_WINDOW
+        if r["stop_reason"] == "max_output_tokens":  # its last response used every output token
+            assert r["usage"]["reasoning_tokens"] >= synth.MAX_OUTPUT_TOKENS - 90
+    for r in records["base"]:  # an answered rollout's last request fit the window
+        if r["stop_reason"] == "final_answer":
+            least = base_context + len(r["prompt"]) // 4 + sum(c["output_chars"] // 4 + 40 for c in r["tool_calls"])
+            assert least <= synth.CONTEXT_WINDOW
+
+
+def test_costs_logged_for_the_base_model_only_at_the_price_tables_list_price(records):
+    import tomllib
+
+    from rolloutlab.metrics import cost
+
+    listed = tomllib.loads(cost.PRICES_FILE.read_text())["models"]["o4-mini"]
+    assert synth.BASE_MODEL in listed["aliases"]
+    assert synth.BASE_PRICE == {k: listed[k] for k in ("input", "output", "reasoning")}
+    for r in records["base"]:
+        u = r["usage"]
+        assert r["cost_usd"] == pytest.approx((u["input_tokens"] * 1.10 + u["output_tokens"] * 4.40
+                                               + u["reasoning_tokens"] * 4.40) / 1e6, rel=1e-12)
+    assert all(r["cost_usd"] is None for r in records["step10"])  # the platform logs none for a fine-tuned model

@@ -3,6 +3,11 @@ from .catalog import rejects, runs, sources
 from .ingest import IngestError, IngestFailed, detect_format, ingest
 from .metrics import (UnknownRunError, capacity, in_flight, projection_error, grader_pairs, grader_stats, latency, latency_ecdf, rollout_table, sample_stats, signal_plan, summary,
                       tool_pairs, tool_stats, training_jobs, training_metrics)
+from .metrics import (PriceWarning, cost, cost_per_sample_frame, frontier, job_cost, job_usage, price_table, rollout_costs,
+                      tokens, truncation, truncation_check)
+from .power import power
+from .labels import export_labels, import_labels, label, labelling_sample, labels
+from .calibration import grader_calibration
 from .readiness import check
 from .audit import audit
 from .compare import by_step, compare, distribution_shift, sample_deltas, shift_test
@@ -20,7 +25,8 @@ _pd.set_option("display.html.use_mathjax", False)
 _pd.set_option("styler.html.mathjax", False)
 
 # Heavy (plotly) names load on first use, so that `import rolloutlab` and the CLI stay light.
-_LAZY = {"build_report": "report", "write_report": "report", "plots": None, "spark": None, "live": "liveview",
+_LAZY = {"build_report": "report", "write_report": "report", "verdict": "report", "plots": None, "spark": None,
+         "live": "liveview",
          "live_frame": "liveview",
          # curation (analysis) and the writers of training files
          "curate": "curate", "signal_by_step": "curate", "write_curated": "datasets",
@@ -48,6 +54,9 @@ __all__ = [
     "check", "audit",
     "compare", "sample_deltas", "distribution_shift", "shift_test", "by_step",
     "explore", "build_report", "write_report", "plots", "spark", "live", "live_frame",
-    "curate", "signal_by_step", "write_curated",
+    "curate", "signal_by_step", "write_curated", "verdict",
+    "power", "label", "labels", "labelling_sample", "import_labels", "export_labels", "grader_calibration",
+    "tokens", "cost", "rollout_costs", "cost_per_sample_frame", "frontier", "job_cost", "job_usage",
+    "truncation", "truncation_check", "price_table", "PriceWarning",
     "failure_modes", "failure_mode_of", "failure_modes_diff", "trajectory_diff", "sample_diff",
 ]

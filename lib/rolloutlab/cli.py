@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, help="the training step the endpoint-load section projects "
                    f"(default {config.CAPACITY_PLANNED_STEP['batch_size']})")
     p.add_argument("--compute-multiplier", type=int, help="with --batch-size (default 1)")
+    p.add_argument("--pdf", action="store_true", help="also print it to a PDF beside the HTML (OUTPUT with .pdf; "
+                                                      "needs Chromium)")
 
     p = sub.add_parser("synth", help="write synthetic native JSONL (demo data; clearly synthetic)")
     p.add_argument("--out", required=True, type=Path)
@@ -137,12 +139,42 @@ def _print_table(df) -> None:
         print(df.to_string(index=False))
 
 
+def _metric_format(name: str):
+    """How a metric of ``rl.summary`` reads for people: shares as percentages, costs in dollars,
+    counts with separators, the rest to 3 significant digits."""
+    from . import fmt
+
+    if name.endswith("_share") or name.startswith(("pass_at_", "pass_hat_")) or name == "repeat_rate":
+        return fmt.share
+    if name.startswith("cost"):
+        return fmt.dollars
+    return fmt.value
+
+
 def _print_metrics(df) -> None:
-    """Runs as columns, metrics as rows, numbers shown with 4 significant digits."""
+    """Runs as columns, metrics as rows, numbers as people read them (``fmt``; --json keeps them whole)."""
     table = df.set_index("run").T
-    table = table.apply(lambda col: col.map(lambda v: "" if v is None or v != v else
-                                            f"{v:.4g}" if isinstance(v, float) else str(v)))
+    table = table.apply(lambda col: [_metric_format(m)(_plain(v)) for m, v in zip(table.index, col)])
     _print_table(table.reset_index(names="metric"))
+
+
+def _plain(v):
+    """numpy scalars as Python ones, so that ``fmt`` tells counts from measurements; pandas' NA
+    and NaT as None (missing)."""
+    import numpy as np
+
+    from .htmltext import missing
+
+    if missing(v):
+        return None
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _for_people(df):
+    """A copy of ``df`` with every cell as text for people (``fmt.value``); the frame is untouched."""
+    from . import fmt
+
+    return df.apply(lambda col: col.map(lambda v: fmt.value(_plain(v))).astype(object))
 
 
 def _ingest_report(result) -> None:
@@ -167,7 +199,10 @@ def cmd_ingest(args) -> int:
         con.close()
     if args.json:
         print(result.to_json(orient="records", indent=2))
-    else:
+    if result.empty:
+        print(f"rolloutlab ingest: {_no_log_files(args.paths)}", file=sys.stderr)
+        return EXIT_FAILED
+    if not args.json:
         _ingest_report(result)
         print(f"total: {int(result.records.sum())} records, {int(result.loaded.sum())} loaded, "
               f"{int(result.rejected.sum())} rejected, database {config.db_path(args.db)}")
@@ -175,6 +210,38 @@ def cmd_ingest(args) -> int:
     # holds no records (a tau2 file without simulations) is not a failure
     nothing = result.records.sum() > 0 and result.loaded.sum() == 0 and not (result.action == "unchanged").any()
     return EXIT_FAILED if nothing or (result.action == "failed").all() else EXIT_OK
+
+
+# What ``ingest`` reads, by file type (the formats detect themselves from a file's first record;
+# docs/formats.md). Every format of ingest.formats.FORMATS is named here (tests/test_cli.py).
+LOG_FILE_TYPES = [
+    ("JSON lines (.jsonl, or any name)", ["native", "rft-endpoint", "buildhours", "openai-chat", "openai-evals",
+                                          "openai-finetune", "verl", "art (history.jsonl)"]),
+    ("JSON (.json)", ["tau-bench", "tau2", "inspect", "openai-evals", "openai-finetune"]),
+    ("Inspect logs (.eval)", ["inspect"]),
+    ("Parquet (.parquet)", ["trl (completions_*.parquet)", "art (trajectories)"]),
+]
+
+
+def _no_log_files(paths) -> str:
+    """Why an ingest of these folders read nothing: no files below them (hidden ones are skipped),
+    and what it looks for."""
+    folders = [Path(p) for p in paths if Path(p).is_dir()]
+    hidden = sum(1 for folder in folders for f in folder.rglob("*")
+                 if f.is_file() and any(part.startswith(".") for part in f.relative_to(folder).parts))
+    where = ", ".join(str(f) for f in folders) or ", ".join(map(str, paths))
+    looked = "\n".join(f"  {kind}: {', '.join(formats)}" for kind, formats in LOG_FILE_TYPES)
+    return (f"no log files in {where}: {'the folder holds' if len(folders) == 1 else 'the folders hold'} no files "
+            + (f"other than {hidden} hidden one(s) (names starting with '.', skipped)" if hidden else "at all")
+            + f", nothing was loaded. ingest reads every file below a folder:\n{looked}\n"
+            f"  a lake written by `rolloutlab export` (a folder holding {_lake_manifest()})\n"
+            "Point it at the folder your trainer, harness or endpoints write their logs to (formats: docs/formats.md).")
+
+
+def _lake_manifest() -> str:
+    from .lake import MANIFEST
+
+    return MANIFEST
 
 
 def cmd_watch(args) -> int:
@@ -223,6 +290,7 @@ def cmd_rejects(args) -> int:
 
 
 def cmd_audit(args) -> int:
+    from . import fmt
     from .audit import audit
 
     df = _read(args, lambda con: audit(con, args.run, base=args.base, pass_threshold=args.pass_threshold))
@@ -235,7 +303,7 @@ def cmd_audit(args) -> int:
         print(f"no suspects in {args.run}")
     else:
         for row in df.itertuples():
-            score = "" if row.score != row.score else f"score {row.score:.3g}, "
+            score = "" if row.score != row.score else f"score {fmt.number(row.score)}, "
             print(f"{row.rank}. {row.rollout_id} (sample {row.sample_id}, {score}{row.n_tool_calls} tool calls): "
                   f"{row.reason}\n   {row.details}")
         if total > len(df):
@@ -266,10 +334,10 @@ def cmd_capacity(args) -> int:
         return EXIT_OK
     shown = df.drop(columns=["peak_at", "peak_share", "rate_share", "rollouts_per_step", "projected_sandboxes"],
                     errors="ignore")
-    _print_table(shown.round(3))
+    _print_table(_for_people(shown))
     if df.attrs["rollouts_per_step"]:
-        print(f"\na step of {df.attrs['rollouts_per_step']} rollouts started at once (batch size x compute "
-              f"multiplier): {df.attrs['rollouts_per_step']} sandboxes alive at once; projected peaks assume each "
+        print(f"\na step of {df.attrs['rollouts_per_step']:,} rollouts started at once (batch size x compute "
+              f"multiplier): {df.attrs['rollouts_per_step']:,} sandboxes alive at once; projected peaks assume each "
               "rollout behaves like this run's (docs/metrics.md, Capacity plan)")
     return EXIT_OK
 
@@ -326,6 +394,7 @@ def cmd_summary(args) -> int:
 
 def cmd_check(args) -> int:
     from .readiness import check, failed
+    from .report import check_value
 
     df = _read(args, lambda con: check(con, args.run, pass_threshold=args.pass_threshold,
                                        tool_budget=args.tool_budget))
@@ -333,7 +402,8 @@ def cmd_check(args) -> int:
         print(_json_records(df))
     else:
         for row in df.itertuples():
-            value = "" if row.value != row.value else f" ({row.value:.4g})"
+            value = check_value(row.check, row.value)
+            value = f" ({value})" if value else ""
             print(f"{row.status.upper():5} {row.check}{value}: {row.advice}")
             if row.details:
                 print(f"      {row.details}")
@@ -358,7 +428,11 @@ def compare_json(df) -> dict:
 def cmd_compare(args) -> int:
     import json
 
+    import pandas as pd
+
+    from . import fmt
     from .compare import compare
+    from .report import significance, unit_diff, unit_interval, unit_value
 
     df = _read(args, lambda con: compare(con, args.base, args.candidate, pass_threshold=args.pass_threshold,
                                          n_boot=args.n_boot, seed=args.seed, include_errors=args.include_errors))
@@ -366,28 +440,33 @@ def cmd_compare(args) -> int:
         print(json.dumps(compare_json(df), indent=2))
         return EXIT_OK
     a = df.attrs
-    print(f"{a['base']} -> {a['candidate']}: {a['shared_samples']} shared samples "
-          f"(only in {a['base']}: {a['base_only']}, only in {a['candidate']}: {a['candidate_only']})\n")
-    table = df.assign(
-        ci=[f"[{lo:+.4g}, {hi:+.4g}]" if lo == lo else "" for lo, hi in zip(df.ci_low, df.ci_high)],
-        p=[f"{p:.3g}" if p == p else "" for p in df.p_value],
-        sig=["*" if s else "" for s in df.significant],
-    )
-    shown = table[["metric", "base", "candidate", "diff", "ci", "p", "sig"]].copy()
-    for col in ("base", "candidate", "diff"):
-        shown[col] = shown[col].map(lambda v: "" if v != v else f"{v:.4g}")
+    print(f"{a['base']} -> {a['candidate']}: {a['shared_samples']:,} shared samples "
+          f"(only in {a['base']}: {a['base_only']:,}, only in {a['candidate']}: {a['candidate_only']:,})\n")
+    units = df.unit if "unit" in df else [None] * len(df)
+    shown = pd.DataFrame({
+        "metric": df.metric, "base": [unit_value(v, u) for v, u in zip(df.base, units)],
+        "candidate": [unit_value(v, u) for v, u in zip(df.candidate, units)],
+        "diff": [unit_diff(v, u) for v, u in zip(df["diff"], units)],
+        "ci": [unit_interval(lo, hi, u) for lo, hi, u in zip(df.ci_low, df.ci_high, units)],
+        "p": [fmt.pvalue(p).removeprefix("p = ").replace("p < ", "< ") for p in df.p_value],
+        "sig": ["*" if s else "" for s in df.significant]})
     _print_table(shown.rename(columns={"ci": f"{int(a['ci'] * 100)}% CI of diff"}))
-    print(f"\nper sample (mean score): {a['wins']} wins, {a['ties']} ties, {a['losses']} losses. "
-          f"* = CI excludes 0 (paired bootstrap over samples, {a['n_boot']} resamples, seed {a['seed']}).")
+    print(f"\nper sample (mean score): {a['wins']:,} wins, {a['ties']:,} ties, {a['losses']:,} losses. "
+          f"* = {significance(df).removeprefix('significant: ')} CIs: paired bootstrap over samples, "
+          f"{a['n_boot']:,} resamples, seed {a['seed']}.")
     return EXIT_OK
 
 
 def cmd_report(args) -> int:
-    from .report import write_report
+    from .report import find_chromium, write_pdf, write_report
 
+    chromium = find_chromium() if args.pdf else None  # before any work: no Chromium, no file written
     path = _read(args, lambda con: write_report(con, args.base, args.candidate, args.output, n_boot=args.n_boot,
                                                 batch_size=args.batch_size, compute_multiplier=args.compute_multiplier))
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, self-contained: open it in any browser)")
+    if args.pdf:
+        pdf = write_pdf(path, chromium=chromium)
+        print(f"wrote {pdf} ({pdf.stat().st_size / 1e6:.1f} MB, printed by {chromium})")
     return EXIT_OK
 
 
@@ -406,19 +485,42 @@ def cmd_synth(args) -> int:
 
 DEMO_SUMMARY = ["run", "rollouts", "samples", "n_excluded", "mean_score", "pass_at_1", "best_of_n",
                 "signal_share", "tool_calls_mean", "long_tail_share", "latency_p95"]
+# The training step the demo projects endpoint load for, printed and in its report.
+DEMO_PLANNED_STEP = config.DEMO_PLANNED_STEP
+DEMO_BASE, DEMO_CANDIDATE = "base", "step10"
+
+
+def _demo_role(run: str, step, split) -> str:
+    """What a run of the demo is, in words."""
+    if run == DEMO_BASE:
+        return f"evaluation of the base checkpoint ({split} split)"
+    if run == DEMO_CANDIDATE:
+        return f"evaluation of the fine-tuned checkpoint, step {step} ({split} split)"
+    if run.startswith("train-step"):
+        return f"training rollouts at step {step} (endpoint logs)"
+    return "other run in this database"
+
+
+def _demo_runs(con, source_ids) -> list[str]:
+    """The runs the demo's own files loaded (not the capture, not anything else in the database)."""
+    rows = con.execute("SELECT DISTINCT run_id FROM rollouts WHERE list_contains(?, source_id)",
+                       [[int(v) for v in map(_plain, source_ids) if v is not None]]).fetchall()
+    return sorted(r for (r,) in rows)
 
 
 def _demo_capture(out: Path) -> Path:
     """Drive rollouts against the demo tool server (capture on) and keep its log as one file, so
-    that a second demo replaces it instead of adding a second copy."""
+    that a second demo replaces it instead of adding a second copy. Its grade events (and rollout
+    ids) carry the capture run's label, ``config.DEMO_SERVER_RUN``."""
     import shutil
     import tempfile
 
     from .demo_server import drive, running
 
     with tempfile.TemporaryDirectory() as tmp:
-        with running(tmp) as url:
-            drive(url, rollouts=config.DEMO_DRIVE["rollouts"], concurrency=config.DEMO_DRIVE["concurrency"])
+        with running(tmp, run=config.DEMO_SERVER_RUN) as url:
+            drive(url, rollouts=config.DEMO_DRIVE["rollouts"], concurrency=config.DEMO_DRIVE["concurrency"],
+                  prefix=config.DEMO_SERVER_RUN)
         out.mkdir(parents=True, exist_ok=True)
         target = out / "endpoint-events.jsonl"
         with open(target, "wb") as merged:
@@ -429,7 +531,7 @@ def _demo_capture(out: Path) -> Path:
 
 
 def cmd_demo(args) -> int:
-    from . import catalog, store, synth
+    from . import catalog, fmt, store, synth
     from .ingest import ingest
     from .compare import compare
     from .metrics import summary
@@ -438,6 +540,8 @@ def cmd_demo(args) -> int:
     from .audit import audit
     from .metrics import capacity
 
+    base, candidate, side = DEMO_BASE, DEMO_CANDIDATE, config.DEMO_SERVER_RUN
+    step = DEMO_PLANNED_STEP
     # base and step10 are graded by an exact answer, a model judge and a format check, with a few
     # reward hacks planted in step10 for the audit to find (SYNTHETIC)
     native, _ = synth.write_judged(args.out / "native", samples=200, attempts=3, messages=True, hack_rate=0.02)
@@ -446,31 +550,44 @@ def cmd_demo(args) -> int:
     try:
         result = ingest(con, paths)
         _ingest_report(result)
+        # the tables show the runs these files loaded: the same on every demo, whatever else (the
+        # capture below, a run of your own) the database holds
+        runs = _demo_runs(con, result.source_id)
+        listed = catalog.runs(con)
+        listed = listed[listed.run.isin(runs)]
+        listed = listed.assign(what=[_demo_role(r, s, sp) for r, s, sp in zip(listed.run, listed.step, listed.split)])
+        print("\nruns of the demo (rolloutlab runs):")
+        _print_table(_for_people(listed.drop(columns=["model", "checkpoint"])))
+        print("\nsummary (rolloutlab summary):")
+        _print_metrics(summary(con, listed.run.tolist())[DEMO_SUMMARY])
         print()
-        _print_table(catalog.runs(con))
-        print()
-        _print_metrics(summary(con)[DEMO_SUMMARY])
-        print()
-        checks = check(con, "base")
-        print("readiness of base: " + ", ".join(f"{n} {s}" for s, n in checks.status.value_counts().items())
-              + " (rolloutlab check --run base)")
-        diff = compare(con, "base", "step10", n_boot=1000).set_index("metric")
+        checks = check(con, base)
+        print(f"readiness of {base}: " + ", ".join(f"{n} {s}" for s, n in checks.status.value_counts().items())
+              + f" (rolloutlab check --run {base})")
+        diff = compare(con, base, candidate, n_boot=1000).set_index("metric")
         score, calls, p95 = (diff.loc[m] for m in ("score", "tool_calls_per_rollout", "latency_p95"))
-        print(f"base -> step10: score {score.base:.3f} -> {score.candidate:.3f} "
-              f"({score['diff']:+.3f}, 95% CI [{score.ci_low:+.3f}, {score.ci_high:+.3f}]), "
-              f"tool calls {calls.base:.1f} -> {calls.candidate:.1f}, "
-              f"P95 latency {p95.base:.1f}s -> {p95.candidate:.1f}s (rolloutlab compare --base base --candidate step10)")
-        suspects = audit(con, "step10", base="base")
-        print(f"reward-hacking suspects in step10: {len(suspects)} (rolloutlab audit --run step10 --base base)")
+        print(f"{base} -> {candidate}: score {fmt.number(score.base)} -> {fmt.number(score.candidate)} "
+              f"({fmt.signed(score['diff'])}, 95% CI {fmt.interval(score.ci_low, score.ci_high)}, "
+              f"{fmt.pvalue(score.p_value)}), tool calls {fmt.number(calls.base)} -> {fmt.number(calls.candidate)}, "
+              f"P95 latency {fmt.seconds(p95.base)} -> {fmt.seconds(p95.candidate)} "
+              f"(rolloutlab compare --base {base} --candidate {candidate})")
+        suspects = audit(con, candidate, base=base)
+        print(f"reward-hacking suspects in {candidate}: {len(suspects):,} "
+              f"(rolloutlab audit --run {candidate} --base {base})")
         captured = _demo_capture(args.out / "captured")
         _ingest_report(ingest(con, [captured], progress=False))
-        plan = capacity(con, config.DEMO_SERVER_RUN, batch_size=64, compute_multiplier=4).set_index("tool").loc["(all)"]
-        print(f"endpoint capture: {config.DEMO_DRIVE['rollouts']} rollouts against the demo tool server, "
-              f"peak {plan.peak_calls_in_flight} calls in flight; a step of 64 x 4 rollouts would peak at "
-              f"{plan.projected_peak_calls_in_flight} calls in flight, {plan.projected_peak_calls_per_s:.0f} calls/s "
-              f"(rolloutlab capacity --run {config.DEMO_SERVER_RUN} --batch-size 64 --compute-multiplier 4)")
-        report = write_report(con, "base", "step10", args.report)
-        print(f"report: {report}")
+        plan = capacity(con, side, **step).set_index("tool").loc["(all)"]
+        n = step["batch_size"] * step["compute_multiplier"]
+        print(f"side run {side}: {config.DEMO_DRIVE['rollouts']} rollouts driven against the demo tool server "
+              "(endpoint capture; no split, no step: not in the tables above, the report or its training curves), "
+              f"peak {fmt.value(_plain(plan.peak_calls_in_flight))} calls in flight; a step of {step['batch_size']} x "
+              f"{step['compute_multiplier']} = {n:,} rollouts would peak at "
+              f"{fmt.value(_plain(plan.projected_peak_calls_in_flight))} calls in flight, "
+              f"{fmt.number(plan.projected_peak_calls_per_s)} calls/s (rolloutlab capacity --run {side} "
+              f"--batch-size {step['batch_size']} --compute-multiplier {step['compute_multiplier']})")
+        report = write_report(con, base, candidate, args.report, **step)
+        print(f"report: {report} ({base} -> {candidate}; endpoint load projected for a step of "
+              f"{step['batch_size']} x {step['compute_multiplier']})")
     finally:
         con.close()
     print(f"\nsynthetic demo logs: {args.out}\ndatabase: {config.db_path(args.db)}"

@@ -20,8 +20,12 @@ from .metrics.common import included_sql, params, resolve_runs, run_sql, selecte
 from .metrics.graders import per_sample_grader_scores
 from .metrics.scores import summary
 
-COLUMNS = ["metric", "base", "candidate", "diff", "rel_change", "ci_low", "ci_high", "p_value", "se",
-           "n_samples", "significant", "unit"]
+COLUMNS = ["metric", "base", "candidate", "diff", "rel_change", "ci_low", "ci_high", "p_value", "p_holm", "q_bh",
+           "se", "n_samples", "significant", "unit"]
+
+COMPARE_ADJUSTMENT = config.COMPARE_ADJUSTMENT  # (config.py says why)
+COMPARE_MIN_PERMUTATIONS = config.COMPARE_MIN_PERMUTATIONS
+ADJUSTMENTS = {"holm": "p_holm", "bh": "q_bh", "none": "p_value"}
 
 # metric -> (numerator column, denominator column, unit); columns of per_sample_sql, per run.
 RATIO_METRICS = {
@@ -102,14 +106,25 @@ def per_sample_table(con, base: str, candidate: str, pass_threshold: float | Non
 
 
 def compare(con: duckdb.DuckDBPyConnection, base: str, candidate: str, pass_threshold: float | None = None,
-            n_boot: int = 2000, seed: int = 0, ci: float = 0.95, include_errors: bool = False) -> pd.DataFrame:
+            n_boot: int = 2000, seed: int = 0, ci: float = 0.95, include_errors: bool = False,
+            adjust: str | None = None, n_perm: int | None = None) -> pd.DataFrame:
     """One row per metric: base and candidate values, difference, relative change, CI of the
-    difference, paired p-value (NaN where no paired test applies), clustered SE (per-sample
-    metrics), samples used. ``attrs`` hold the sample coverage and the win/tie/loss counts.
+    difference, paired p-value, the p-values adjusted for the many metrics of the table
+    (``p_holm``: Holm, family-wise; ``q_bh``: Benjamini-Hochberg, false discovery rate), clustered
+    SE (per-sample metrics), samples used, and ``significant``: the adjusted value named by
+    ``adjust`` (default ``holm``) at alpha = 1 − ``ci``. ``attrs`` hold the sample coverage, the
+    win/tie/loss counts, the adjustment, alpha and the number of tests in the family.
+
+    p-values: paired permutation for the ratio metrics (``n_perm`` swap patterns, default
+    max(n_boot, COMPARE_MIN_PERMUTATIONS)); percentile-bootstrap for the latency percentiles.
 
     After the run-level metrics and latency come per-grader rows, ``grader:<name>``: the mean of
     each sample's score from that grader, paired over the samples both runs have it for (a
     fine-tuned model can gain on the judge and lose on the tests)."""
+    adjust = COMPARE_ADJUSTMENT if adjust is None else adjust
+    if adjust not in ADJUSTMENTS:
+        raise ValueError(f"adjust={adjust!r}: use one of {', '.join(ADJUSTMENTS)}")
+    n_perm = max(n_boot, COMPARE_MIN_PERMUTATIONS) if n_perm is None else int(n_perm)
     base, candidate = resolve_runs(con, [base, candidate])
     thr = threshold(pass_threshold)
     ps = _per_sample(con, base, candidate, thr, include_errors)
@@ -122,29 +137,8 @@ def compare(con: duckdb.DuckDBPyConnection, base: str, candidate: str, pass_thre
     graders, g_nb, g_db, g_nc, g_dc = _grader_columns(con, base, candidate, shared.sample_id, thr, include_errors)
     nb, db, nc, dc = (np.hstack([x, g]) for x, g in ((nb, g_nb), (db, g_db), (nc, g_nc), (dc, g_dc)))
     sorted_b, sorted_c = _latencies(con, base, candidate, len(shared), include_errors)
-    quantiles = [(sorted_b, sorted_c, q) for q in LATENCY_METRICS.values()] if len(sorted_b.values) and \
-        len(sorted_c.values) else []
-    ratio_ci, latency_ci = stats.paired_bootstrap(nb, db, nc, dc, quantiles, n_boot=n_boot, seed=seed, ci=ci)
-    pvals = stats.paired_permutation_p(nb, db, nc, dc, n_perm=n_boot, seed=seed)
-    rows = []
-    for j, (metric, (_, _, unit)) in enumerate(RATIO_METRICS.items()):
-        se = math.nan
-        if metric in PER_SAMPLE_METRICS and len(shared) > 1:  # clustered SE (Miller 2024), clusters = samples
-            se = float(np.std(nc[:, j] - nb[:, j], ddof=1) / math.sqrt(len(shared)))
-        rows.append(_row(metric, stats.ratio(nb[:, j], db[:, j]), stats.ratio(nc[:, j], dc[:, j]),
-                         ratio_ci[j, 0], ratio_ci[j, 1], pvals[j], se, len(shared), unit))
-    for j, (metric, q) in enumerate(LATENCY_METRICS.items()):
-        b_val = float(np.quantile(sorted_b.values, q)) if len(sorted_b.values) else math.nan
-        c_val = float(np.quantile(sorted_c.values, q)) if len(sorted_c.values) else math.nan
-        lo, hi = latency_ci[j] if quantiles else (math.nan, math.nan)
-        rows.append(_row(metric, b_val, c_val, lo, hi, math.nan, math.nan, len(shared), "seconds"))
-    for k, grader in enumerate(graders):  # paired over the samples both runs have this grader's scores for
-        j = len(RATIO_METRICS) + k
-        both = db[:, j] > 0
-        se = float(np.std((nc[both, j] - nb[both, j]), ddof=1) / math.sqrt(both.sum())) if both.sum() > 1 else math.nan
-        rows.append(_row(GRADER_PREFIX + grader, stats.ratio(nb[:, j], db[:, j]), stats.ratio(nc[:, j], dc[:, j]),
-                         ratio_ci[j, 0], ratio_ci[j, 1], pvals[j], se, int(both.sum()), "score"))
-    df = pd.DataFrame(rows, columns=COLUMNS)
+    df = paired_table(nb, db, nc, dc, sorted_b, sorted_c, graders, n_boot=n_boot, n_perm=n_perm, seed=seed, ci=ci,
+                      adjust=adjust)
     d = (shared.c_score_mean - shared.b_score_mean).to_numpy(float)
     df.attrs.update(
         base=base, candidate=candidate, shared_samples=int(len(shared)),
@@ -154,6 +148,55 @@ def compare(con: duckdb.DuckDBPyConnection, base: str, candidate: str, pass_thre
         wins=int((d > 1e-12).sum()), ties=int((np.abs(d) <= 1e-12).sum()), losses=int((d < -1e-12).sum()),
         pass_threshold=thr, n_boot=n_boot, seed=seed, ci=ci, include_errors=include_errors,
     )
+    return df
+
+
+def paired_table(nb, db, nc, dc, sorted_b: stats.SortedValues, sorted_c: stats.SortedValues, graders=(),
+                 n_boot: int = 2000, n_perm: int = 2000, seed: int = 0, ci: float = 0.95,
+                 adjust: str = COMPARE_ADJUSTMENT) -> pd.DataFrame:
+    """The numbers of ``compare`` from its per-sample arrays: columns of (shared samples, metrics)
+    numerators and denominators in the order of RATIO_METRICS then ``graders``, and the two runs'
+    latencies (``SortedValues`` coded by shared sample). One row per metric (COLUMNS), adjusted for
+    multiplicity over every row with a p-value."""
+    n = len(nb)
+    quantiles = [(sorted_b, sorted_c, q) for q in LATENCY_METRICS.values()] if len(sorted_b.values) and \
+        len(sorted_c.values) else []
+    ratio_ci, latency_ci, _, latency_p = stats.paired_bootstrap(nb, db, nc, dc, quantiles, n_boot=n_boot, seed=seed,
+                                                                ci=ci, with_p=True)
+    pvals = stats.paired_permutation_p(nb, db, nc, dc, n_perm=n_perm, seed=seed)
+    rows = []
+    for j, (metric, (_, _, unit)) in enumerate(RATIO_METRICS.items()):
+        se = math.nan
+        if metric in PER_SAMPLE_METRICS and n > 1:  # clustered SE (Miller 2024), clusters = samples
+            se = float(np.std(nc[:, j] - nb[:, j], ddof=1) / math.sqrt(n))
+        rows.append(_row(metric, stats.ratio(nb[:, j], db[:, j]), stats.ratio(nc[:, j], dc[:, j]),
+                         ratio_ci[j, 0], ratio_ci[j, 1], pvals[j], se, n, unit))
+    for j, (metric, q) in enumerate(LATENCY_METRICS.items()):
+        b_val = float(np.quantile(sorted_b.values, q)) if len(sorted_b.values) else math.nan
+        c_val = float(np.quantile(sorted_c.values, q)) if len(sorted_c.values) else math.nan
+        lo, hi = latency_ci[j] if quantiles else (math.nan, math.nan)
+        p = latency_p[j] if quantiles else math.nan
+        rows.append(_row(metric, b_val, c_val, lo, hi, p, math.nan, n, "seconds"))
+    for k, grader in enumerate(graders):  # paired over the samples both runs have this grader's scores for
+        j = len(RATIO_METRICS) + k
+        both = db[:, j] > 0
+        se = float(np.std((nc[both, j] - nb[both, j]), ddof=1) / math.sqrt(both.sum())) if both.sum() > 1 else math.nan
+        rows.append(_row(GRADER_PREFIX + grader, stats.ratio(nb[:, j], db[:, j]), stats.ratio(nc[:, j], dc[:, j]),
+                         ratio_ci[j, 0], ratio_ci[j, 1], pvals[j], se, int(both.sum()), "score"))
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    return adjust_table(df, alpha=1 - ci, adjust=adjust)
+
+
+def adjust_table(df: pd.DataFrame, alpha: float = 0.05, adjust: str = COMPARE_ADJUSTMENT) -> pd.DataFrame:
+    """Fill ``p_holm`` and ``q_bh`` from ``p_value`` over the whole table (rows without a p-value
+    are not tested), and mark ``significant`` where the adjusted value named by ``adjust`` is at
+    most ``alpha``."""
+    p = df.p_value.to_numpy(float)
+    df["p_holm"], df["q_bh"] = stats.holm(p), stats.bh(p)
+    decide = df[ADJUSTMENTS[adjust]].to_numpy(float)
+    df["significant"] = np.nan_to_num(decide, nan=np.inf) <= alpha
+    df.attrs.update(adjustment=adjust, significant_from=ADJUSTMENTS[adjust], alpha=alpha,
+                    tests=int((~np.isnan(p)).sum()))
     return df
 
 
@@ -186,10 +229,9 @@ def _grader_columns(con, base, candidate, sample_ids: pd.Series, thr, include_er
 def _row(metric, b_val, c_val, lo, hi, p, se, n, unit) -> dict:
     diff = c_val - b_val
     rel = diff / abs(b_val) if b_val not in (0, None) and not math.isnan(b_val) else math.nan
-    significant = bool(not math.isnan(lo) and (lo > 0 or hi < 0))
     return {"metric": metric, "base": b_val, "candidate": c_val, "diff": diff, "rel_change": rel,
-            "ci_low": lo, "ci_high": hi, "p_value": p, "se": se, "n_samples": n, "significant": significant,
-            "unit": unit}
+            "ci_low": lo, "ci_high": hi, "p_value": float(p), "p_holm": math.nan, "q_bh": math.nan, "se": se,
+            "n_samples": n, "significant": False, "unit": unit}
 
 
 def _latencies(con, base, candidate, n_shared, include_errors):

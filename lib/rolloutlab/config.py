@@ -53,6 +53,15 @@ CHECK_THRESHOLDS = {
     "split_shift_ratio": 1.5,       # ratio of tool calls or prompt length between splits
     "grader_min_rollouts": 10,      # graders checks look only at graders (pairs) with this many rollouts
     "grader_disagree_warn": 0.5,    # share of rollouts two graders disagree on pass/fail
+    "truncation_warn": 0.02,        # share of counted rollouts cut at a limit (length, context, turns, ...)
+    "truncation_fail": 0.10,
+    "power_delta": 0.05,            # the improvement the team hopes to detect (absolute, in power_metric)
+    "power_metric": "pass@1",       # ...in pass rate ("score": mean score)
+    "power_alpha": 0.05,            # two-sided significance of the planned comparison
+    "power_target": 0.8,            # the chance of detecting it
+    "labels_min": 20,               # grader_vs_labels needs this many labelled rollouts
+    "kappa_fail": 0.4,              # Cohen's kappa of a grader against the labels (Landis & Koch: "moderate")
+    "kappa_warn": 0.6,              # ...("substantial")
     "examples": 5,                  # examples listed in details
 }
 
@@ -158,7 +167,9 @@ CAPTURE_CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie", 
 # rolloutlab demo-server
 DEMO_SERVER_HOST = "127.0.0.1"
 DEMO_SERVER_PORT = 8765
-DEMO_SERVER_RUN = "live"  # the run label its grade events carry
+DEMO_SERVER_RUN = "demo-server-capture"  # the run label its grade events carry: a side run of the demo
+# The training step the demo prints and its report projects (batch size x compute multiplier).
+DEMO_PLANNED_STEP = {"batch_size": 64, "compute_multiplier": 4}
 DEMO_SERVER_TOKEN_ENV_VAR = "ROLLOUTLAB_DEMO_TOKEN"  # the bearer token, when --token is not given
 # Hosts that reach only this machine: binding anywhere else needs a token.
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
@@ -166,12 +177,50 @@ DEMO_SERVER_DIR = DATA_DIR / "demo-server"
 DEMO_TOOL_LATENCY_S = (0.002, 0.03)  # each demo tool call waits a uniform time in this range
 DEMO_DRIVE = {"rollouts": 48, "concurrency": 16}  # what `rolloutlab demo` sends to the demo server
 
+# compare: which adjusted p-value marks a row significant (holm: family-wise error rate; bh: false
+# discovery rate; none: the raw p-value), and the fewest permutations behind a p-value (with m
+# tests Holm needs p < alpha / m; a Monte Carlo p-value is never below 1 / (permutations + 1)).
+COMPARE_ADJUSTMENT = "holm"
+COMPARE_MIN_PERMUTATIONS = 2000
+
+# rl.power: the planned test's level and power, the attempts per sample of the equal-cost table,
+# and (without a candidate) the assumed correlation of two checkpoints' per-sample true means.
+POWER_ALPHA = 0.05
+POWER_TARGET = 0.8
+POWER_ATTEMPTS = (1, 2, 4, 8)
+POWER_ASSUMED_CORRELATION = 0.5
+
+# Labels (rl.label, import_labels): bounds on what a label holds, and the random subset to label.
+LABEL_NOTE_MAX_CHARS = 10_000
+LABEL_WHO_MAX_CHARS = 200
+LABEL_ID_MAX_CHARS = 1_000
+LABEL_SAMPLE_SIZE = 150
+LABEL_SHOWN_REJECTS = 5
+
+# Cost (metrics/cost.py): the price table shipped with the package (USD per 1M tokens, dated;
+# rl.cost(prices=...) takes your own file or dict), the tools the truncation check names, the
+# formats whose output_tokens already count reasoning (Inspect's ModelUsage), the providers whose
+# "<provider>/<model>" names are priced as <model>, and the resamples of cost CIs.
+PRICES_FILE = Path(__file__).resolve().parent / "metrics" / "prices.toml"
+TRUNCATION_TOOLS_NAMED = 3
+REASONING_IN_OUTPUT_FORMATS = ("inspect",)
+PRICE_PROVIDER_PREFIXES = ("openai", "anthropic")
+COST_N_BOOT = 1000
+COST_CI = 0.95
+
 # Capacity plan: calls per second are counted in windows of this many seconds.
 CAPACITY_RATE_WINDOW_S = 1.0
 IN_FLIGHT_POINTS = 400  # rl.in_flight: windows the run's span is cut into (each keeps its peak)
 # The training step the report projects when none is given: the build-hour job's batch_size and
 # compute_multiplier (openai/build-hours 20-agent-rft, Agentic_RFT_Train.ipynb).
 CAPACITY_PLANNED_STEP = {"batch_size": 16, "compute_multiplier": 1}
+
+# Headless Chromium for `rolloutlab report --pdf`: $ROLLOUTLAB_CHROMIUM, else the first of these on
+# PATH, started with the flags a sandbox-less container needs.
+CHROMIUM_ENV_VAR = "ROLLOUTLAB_CHROMIUM"
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+                 "--disable-background-networking", "--disable-component-update"]
 
 # rolloutlab.spark: the master of the local session it starts when given none.
 SPARK_MASTER = "local[2]"

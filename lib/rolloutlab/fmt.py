@@ -14,8 +14,14 @@ TINY = 1e-12  # below this a value is a rounding residue, shown as 0
 
 
 def _missing(x) -> bool:
+    """None, NaN, NaT and pandas' NA (whose comparisons raise)."""
+    if x is None:
+        return True
     try:
-        return x is None or (isinstance(x, float) and math.isnan(x)) or x != x
+        import pandas as pd
+
+        missing = pd.isna(x)
+        return bool(missing) if isinstance(missing, bool) or getattr(missing, "ndim", 1) == 0 else False
     except (TypeError, ValueError):
         return False
 

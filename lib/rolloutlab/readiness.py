@@ -17,6 +17,10 @@ from .metrics import graders, scores
 from .metrics.common import included_sql, params, resolve_runs, run_sql
 
 COLUMNS = ["check", "status", "value", "threshold", "advice", "details"]
+
+def all_thresholds() -> dict:
+    """Every readiness threshold and its default."""
+    return dict(config.CHECK_THRESHOLDS)
 STATUSES = ("pass", "warn", "fail", "skip")
 
 
@@ -313,6 +317,91 @@ def check_dataset_size(c: Context) -> dict:
     return _row("dataset_size", "pass", n, thr, f"{n} samples.")
 
 
+def check_power(c: Context) -> dict:
+    """Can this validation set detect the improvement the team hopes for? The minimum detectable
+    effect of a paired comparison against a future checkpoint (rl.power, no candidate yet: it is
+    assumed to vary like this run, with the stated correlation)."""
+    from .power import advice, power, size as _size
+
+    delta, alpha, target, metric = (c.t["power_delta"], c.t["power_alpha"], c.t["power_target"],
+                                    c.t["power_metric"])
+    what = "pass rate" if metric == "pass@1" else metric
+    thr = (f"warn when a change of {_size(delta, metric)} in {what} is smaller than the run can detect "
+           f"(two-sided α = {alpha:g}, {_pct(target)} power)")
+    if _nan(c.summary["samples"]) or c.summary["samples"] < 2:
+        return _row("power", "skip", None, thr, "Fewer than 2 scored samples: nothing to estimate a variance from.")
+    df = power(c.con, c.run, delta=delta, alpha=alpha, power=target, metric=metric,
+               pass_threshold=c.params["threshold"])
+    a = df.attrs
+    if _nan(a["mde"]) or a["var_d"] <= 0:
+        return _row("power", "skip", None, thr, f"Every counted rollout has the same {what}: no variance to plan "
+                    "with (see saturation).")
+    design = f"{a['samples']:,} samples × {a['attempts']:.3g} attempts per sample"
+    details = (f"assumed correlation {a['correlation']:g} between two checkpoints' per-sample results "
+               f"(rl.power(con, run, candidate) measures it); variance between samples {a['between_base']:.3g}, "
+               f"between attempts {a['within_base']:.3g}")
+    if a["mde"] > delta:
+        return _row("power", "warn", a["mde"], thr,
+                    f"With {design}, a change in {what} smaller than ±{_size(a['mde'], metric)} will usually go unseen "
+                    f"(you hope for {_size(delta, metric)}): {advice(df)}. See rl.power for the trade-off of "
+                    "samples against attempts.", details)
+    return _row("power", "pass", a["mde"], thr, f"{design} detect changes of ±{_size(a['mde'], metric)} in {what}: "
+                f"enough for {_size(delta, metric)}.", details)
+
+
+def labelled_sql() -> str:
+    return f"""SELECT count(DISTINCT rollout_id) FROM labels
+               WHERE rollout_id IN (SELECT rollout_id FROM ({included_sql()}))"""
+
+
+def check_grader_vs_labels(c: Context) -> dict:
+    """The reward against people's labels (rl.grader_calibration): fail when the rollout's score
+    agrees with the labels little beyond chance, or when the labels correct its pass rate to an
+    interval that excludes what it says. Each grader is shown too, and warns on the same terms
+    (a grader that measures something else than the labels — format, style — may rightly differ)."""
+    from .calibration import ROLLOUT_SCORE, grader_calibration
+
+    n_min, k_fail, k_warn = c.t["labels_min"], c.t["kappa_fail"], c.t["kappa_warn"]
+    thr = (f"fail when the reward's κ against the labels is below {k_fail:g} or the prediction-powered CI of the "
+           f"pass rate excludes the reward's own; warn when κ is below {k_warn:g}, or a grader fails those "
+           f"({n_min}+ labelled rollouts)")
+    n = run_sql(c.con, labelled_sql(), c.params).fetchone()[0]
+    if n == 0:
+        return _row("grader_vs_labels", "skip", None, thr, "No labelled rollouts in this run: label a random subset "
+                    "(rl.labelling_sample, then rl.label or the explorer) to check the graders against people.")
+    if n < n_min:
+        return _row("grader_vs_labels", "skip", n, thr, f"Only {n} labelled rollouts: label at least {n_min} "
+                    "(drawn at random, rl.labelling_sample) to check the graders.")
+    cal = grader_calibration(c.con, c.run, pass_threshold=c.params["threshold"])
+    cal = cal[cal.labelled >= n_min]
+    problems, notes = {}, []
+    for r in cal.itertuples():
+        outside = not _nan(r.ppi_rate) and not (r.ppi_ci_low <= r.grader_rate <= r.ppi_ci_high)
+        kappa = "κ undefined" if _nan(r.kappa) else f"κ {r.kappa:.2f}"
+        notes.append(f"{r.grader}: {kappa} on {r.labelled}, pass rate {_pct(r.grader_rate)} by it, "
+                     f"{_pct(r.ppi_rate)} [{_pct(r.ppi_ci_low)}, {_pct(r.ppi_ci_high)}] corrected by the labels")
+        why = ([f"κ {r.kappa:.2f}"] if not _nan(r.kappa) and r.kappa < k_fail else []) + \
+              ([f"says {_pct(r.grader_rate)}, labels say {_pct(r.ppi_rate)}"] if outside else [])
+        if why:
+            problems[r.grader] = ("fail", why)
+        elif not _nan(r.kappa) and r.kappa < k_warn:
+            problems[r.grader] = ("warn", [f"κ {r.kappa:.2f}"])
+    reward = cal[cal.grader == ROLLOUT_SCORE]
+    value = float(reward.kappa.iloc[0]) if len(reward) and not _nan(reward.kappa.iloc[0]) else None
+    details = "; ".join(notes)
+    said = "; ".join(f"{g} ({', '.join(why)})" for g, (_, why) in problems.items())
+    if problems.get(ROLLOUT_SCORE, ("",))[0] == "fail":
+        return _row("grader_vs_labels", "fail", value, thr, f"The reward disagrees with people: {said}. Read the "
+                    "false passes (rl.grader_calibration, the explorer) and fix the grader or its rubric before "
+                    "training on it.", details)
+    if problems:
+        return _row("grader_vs_labels", "warn", value, thr, f"Disagreement with the labels: {said}. A grader "
+                    "that measures something else (format, style) may rightly differ; otherwise read where it "
+                    "disagrees.", details)
+    return _row("grader_vs_labels", "pass", value, thr, f"The reward and {len(cal) - len(reward)} grader(s) agree "
+                f"with {n} labelled rollouts.", details)
+
+
 def leakage_sql() -> str:
     return """
     WITH mine AS (SELECT DISTINCT sample_id FROM rollouts WHERE run_id = $run),
@@ -385,8 +474,8 @@ def check_split_shift(c: Context) -> dict:
 CHECKS: list[Callable[[Context], dict]] = [
     check_baseline_nonzero, check_attempts, check_signal_share, check_saturation, check_reward_granularity,
     check_infra_errors, check_ungraded, check_rejected_records, check_grader_consistency, check_graders,
-    check_suspicious_scores,
-    check_tool_output_size, check_long_tail, check_tool_budget, check_dataset_size, check_split_leakage,
+    check_grader_vs_labels, check_suspicious_scores,
+    check_tool_output_size, check_long_tail, check_tool_budget, check_dataset_size, check_power, check_split_leakage,
     check_split_shift,
 ]
 
@@ -395,14 +484,16 @@ def check(con: duckdb.DuckDBPyConnection, run: str, pass_threshold: float | None
           **thresholds) -> pd.DataFrame:
     """Readiness checks of one run: one row per check with status pass / warn / fail / skip.
 
-    Override any default of ``config.CHECK_THRESHOLDS`` by keyword, e.g. ``tool_budget=10``.
+    Override any default of ``config.CHECK_THRESHOLDS`` by
+    keyword, e.g. ``tool_budget=10``, ``power_delta=0.1``.
     """
-    unknown = set(thresholds) - set(config.CHECK_THRESHOLDS)
+    known = all_thresholds()
+    unknown = set(thresholds) - set(known)
     if unknown:
         raise ValueError(f"unknown threshold(s) {', '.join(sorted(unknown))}; known: "
-                         f"{', '.join(config.CHECK_THRESHOLDS)}")
+                         f"{', '.join(known)}")
     [label] = resolve_runs(con, run)
-    t = {**config.CHECK_THRESHOLDS, **thresholds}
+    t = {**known, **thresholds}
     thr = config.PASS_THRESHOLD if pass_threshold is None else float(pass_threshold)
     summary_row = scores.summary(con, label, pass_threshold=thr, ks=(1,)).iloc[0]
     ctx = Context(con, label, t, summary_row, params([label], False, threshold=thr))

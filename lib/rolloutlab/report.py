@@ -1,74 +1,557 @@
 """The stakeholder report: one self-contained HTML file (plotly's JavaScript inlined once, no
-external requests), built from the same functions as the notebooks. Notebook 06-report shows part
-of it as static figures: the headline, readiness, tool calls, latency, per-sample changes and the
-methods. Only the report has the score variance per sample, the samples that got worse, the
-graders, the reward-hacking suspects, the tool endpoint load and the training curves (by step and
-as the trainer reported them). Every string from the logs is HTML-escaped; figures get escaped
-text from plots.interactive."""
+external requests), built from the same functions as the notebooks.
+
+The first screen is the verdict in words (``verdict``): the score change with its CI, and beside
+it every reason the workbench knows not to trust it yet (reward-hacking suspects of the candidate,
+its readiness warnings, grader disagreement, infra errors that differ between the runs,
+truncation, samples only one run evaluated), one line each with a link to its section. Then the
+readiness of both runs side by side, variance, tool calls, latency, per-sample changes, graders,
+the suspects, tool endpoint load, training curves, what the trainer reported, methods.
+
+Notebook 06-report shows the same verdict, readiness, suspects and endpoint load (through the
+``*_html`` functions here) with static figures; the interactive figures are only in the report.
+
+Every string from the logs is HTML-escaped; figures get escaped text from plots.interactive.
+Numbers are shown for people (``fmt``); the frames behind them keep full values. A print
+stylesheet and ``write_pdf`` (headless Chromium) give clean PDF pages.
+"""
 from __future__ import annotations
 
 import functools
 import os
+import shutil
+import subprocess
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
+from scipy.stats import fisher_exact
 from tqdm.auto import tqdm
 
-from . import config
+from . import catalog, config, fmt
 from .compare import GRADER_PREFIX, by_step, compare, distribution_shift, sample_deltas
 from .metrics.training import training_metrics
 from .metrics import capacity, grader_stats, latency, latency_ecdf, sample_stats, summary
 from .audit import audit, audit_counts
 from .readiness import check
-from .htmltext import esc as _e
+from .htmltext import esc as _e, missing
 from .version import __version__ as VERSION
 
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:24px auto;padding:0 16px;color:#222}
-h1{margin-bottom:0}.sub{color:#666;margin-top:4px}.cards{display:flex;flex-wrap:wrap;gap:12px;margin:16px 0}
-.card{border:1px solid #ddd;border-radius:6px;padding:10px 14px;min-width:180px}.card .v{font-size:22px;font-weight:600}
-.card .d{color:#555;font-size:13px}table{border-collapse:collapse;font-size:13px}td,th{border-bottom:1px solid #e5e5e5;padding:3px 8px;text-align:left}
-.note{color:#555;font-size:13px}section{margin-top:28px}
+# Figures are drawn this wide (CSS px) for print: A4 and US Letter both hold 680 px between 12 mm
+# margins (A4: 703 px, Letter: 725 px).
+PRINT_WIDTH_PX = 680
+# Long text (answers, audit reasons) in a table is shown whole in a row of its own; beyond this
+# many characters it opens on a click (and is cut at LONG_TEXT_MAX, saying so).
+LONG_TEXT_OPEN = 600
+LONG_TEXT_MAX = 20_000
+SHORT_WORD = 20  # a cell of one word up to this long (a sample id) is never broken across lines
+# Readiness checks whose value is a share of 0..1 (shown as a percentage); the others are counts
+# or plain numbers.
+SHARE_CHECKS = {"signal_share", "saturation", "infra_errors", "ungraded", "rejected_records", "long_tail",
+                "tool_budget"}
+# Truncated rollouts (stopped by a turn, token or time limit) count with the score they ended
+# with: a caveat when more than this share of either run's rollouts were truncated.
+TRUNCATED_WARN = 0.01
+# Infra errors and never-graded rollouts are a caveat when their share differs between the runs at
+# this p-value (Fisher's exact test over rollouts), or a readiness check warns on them.
+INFRA_DIFFER_P = 0.05
+# Readiness checks the verdict weighs in a line of their own (graders, infra errors).
+_OWN_TOPIC = {"graders", "infra_errors", "ungraded"}
+
+CHROMIUM_ENV_VAR, CHROMIUM_NAMES, CHROMIUM_ARGS = config.CHROMIUM_ENV_VAR, config.CHROMIUM_NAMES, config.CHROMIUM_ARGS
+PDF_TIMEOUT_S = 180
+
+# The parts of the report (tables, verdict, cards, readiness): one rule per line, so that
+# ``fragment`` can scope them for a notebook.
+PARTS_CSS = """
+.cards{display:flex;flex-wrap:wrap;gap:12px;margin:16px 0}
+.card{border:1px solid #ddd;border-radius:6px;padding:10px 14px;min-width:180px;max-width:100%;box-sizing:border-box}
+.card .v{font-size:22px;font-weight:600}
+.card .d{color:#555;font-size:13px}
+table{border-collapse:collapse;font-size:13px;max-width:100%;margin:6px 0}
+td,th{border-bottom:1px solid #e5e5e5;padding:3px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th{font-weight:600;overflow-wrap:normal;word-break:normal}
+td.n{text-align:right;white-space:nowrap}
+td.w{white-space:nowrap}
+tr.has-more td{border-bottom:none}
+tr.more td{color:#333;background:#fafafa;font-size:12.5px}
+tr.more .k{color:#666;font-weight:600;margin-right:4px}
+.long{white-space:pre-wrap;overflow-wrap:anywhere}
+.note{color:#555;font-size:13px}
+.verdict{font-size:18px;line-height:1.4;margin:12px 0}
+.verdict strong{font-size:20px}
+ul.caveats{list-style:none;padding-left:0;margin:8px 0}
+ul.caveats li{padding:4px 0 4px 26px;position:relative;font-size:14px}
+ul.caveats li::before{position:absolute;left:4px;font-weight:700}
+ul.caveats li.concern::before{content:"!";color:#D55E00}
+ul.caveats li.ok{color:#555}
+ul.caveats li.ok::before{content:"\\2713";color:#009E73}
+.st{font-weight:700;white-space:nowrap;border-left:6px solid #999;padding-left:6px}
+.st.pass{border-color:#009E73}
+.st.warn{border-color:#E69F00}
+.st.fail{border-color:#D55E00}
+.st.skip{border-color:#999;color:#777}
+.thr{color:#777;font-size:12px}
+details summary{cursor:pointer}
 """
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:24px auto;padding:0 16px;color:#222;overflow-wrap:break-word}
+h1{margin-bottom:0}.sub{color:#666;margin-top:4px}section{margin-top:28px}
+""" + PARTS_CSS + """
+@media print{
+@page{margin:12mm}
+body{max-width:none;margin:0;padding:0;font-size:12px}
+h2,h3{break-after:avoid}section{margin-top:16px}
+.js-plotly-plot,.plotly-graph-div,.card,tr,ul.caveats li,.verdict{break-inside:avoid}
+.keep{break-inside:avoid}.modebar,.modebar-container,.no-print{display:none!important}
+details>summary{list-style:none;font-weight:600;cursor:auto}details>summary::-webkit-details-marker{display:none}
+table{width:100%;font-size:11px}a{color:inherit;text-decoration:none}
+}
+"""
+NO_MATH = "tex2jax_ignore mathjax_ignore"  # MathJax 2 and 3+ leave "$28.9M … $17.7M" alone (notebooks)
 
 
-def _table(df: pd.DataFrame, floats: str = "{:.4g}") -> str:
-    head = "".join(f"<th>{_e(c)}</th>" for c in df.columns)
-    rows = "".join("<tr>" + "".join(
-        f"<td>{floats.format(v) if isinstance(v, float) and v == v else _e(v)}</td>" for v in row) + "</tr>"
-        for row in df.itertuples(index=False))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+def fragment(html: str) -> str:
+    """Parts of the report (``verdict_html``, ``readiness_html``, ``suspects_html`` ...) for a
+    notebook: with their styles scoped to them, and kept from MathJax."""
+    rules = []
+    for line in PARTS_CSS.strip().splitlines():
+        selectors, body = line.split("{", 1)
+        rules.append(",".join(f".rl-report {sel.strip()}" for sel in selectors.split(",")) + "{" + body)
+    return f"<style>{''.join(rules)}</style><div class='rl-report {NO_MATH}'>{html}</div>"
+
+
+# Figures sized for the page when printing ("Save as PDF", or write_pdf's #print), and folded text
+# opened; back as they were afterwards.
+PRINT_JS = """
+(function(){
+  var W = %d, opened = [];
+  function figures(){ return window.Plotly ? document.querySelectorAll('.js-plotly-plot') : []; }
+  function forPrint(){
+    document.querySelectorAll('details:not([open])').forEach(function(d){ d.open = true; opened.push(d); });
+    figures().forEach(function(f){ Plotly.relayout(f, {width: W, autosize: false}); });
+  }
+  function forScreen(){
+    opened.forEach(function(d){ d.open = false; }); opened = [];
+    figures().forEach(function(f){ Plotly.relayout(f, {width: null, autosize: true}); });
+  }
+  window.addEventListener('beforeprint', forPrint);
+  window.addEventListener('afterprint', forScreen);
+  if (location.hash === '#print') window.addEventListener('load', forPrint);
+})();
+""" % PRINT_WIDTH_PX
+
+
+# --- numbers and tables for people -------------------------------------------------------------
+
+def _plain(v):
+    """numpy scalars as Python ones (fmt tells ints from floats by their Python type)."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _cell(v) -> str:
+    """Any cell as text: numbers by fmt, times to the minute, lists joined."""
+    v = _plain(v)
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return ", ".join(str(_plain(x)) for x in v)
+    if isinstance(v, (pd.Timestamp, datetime)):
+        return f"{v:%Y-%m-%d %H:%M}"
+    if missing(v):
+        return fmt.MISSING
+    return fmt.value(v)
+
+
+def _signed_share(x) -> str:
+    """A difference of two shares, in percentage points: +10.8 pp."""
+    if missing(x):
+        return fmt.MISSING
+    return f"{fmt.signed(float(x) * 100)} pp"
+
+
+def unit_value(x, unit: str | None) -> str:
+    """A metric's value by its unit (``compare``'s ``unit`` column)."""
+    x = _plain(x)
+    if unit == "share":
+        return fmt.share(x)
+    if unit == "USD":
+        return fmt.dollars(x)
+    if unit == "seconds":
+        return fmt.seconds(x)
+    return fmt.number(x)
+
+
+def unit_diff(x, unit: str | None) -> str:
+    """A difference of a metric by its unit, always signed."""
+    x = _plain(x)
+    if missing(x):
+        return fmt.MISSING
+    if unit == "share":
+        return _signed_share(x)
+    if unit == "USD":
+        return ("-" if x < 0 else "+") + fmt.dollars(abs(x))
+    if unit == "seconds":
+        return fmt.signed(x) + " s"
+    return fmt.signed(x)
+
+
+def unit_interval(lo, hi, unit: str | None) -> str:
+    if missing(lo) or missing(hi):
+        return fmt.MISSING
+    return f"[{unit_diff(lo, unit)}, {unit_diff(hi, unit)}]"
+
+
+def check_value(check_name: str, value) -> str:
+    """A readiness check's value as people read it: shares as percentages, counts with separators."""
+    value = _plain(value)
+    if missing(value):
+        return ""
+    return fmt.share(value) if check_name in SHARE_CHECKS else fmt.number(value)
+
+
+def long_text(value) -> str:
+    """Log text (escaped) shown whole and wrapped; very long text opens on a click."""
+    if missing(value):
+        return ""
+    text = str(value)
+    cut = len(text) > LONG_TEXT_MAX
+    shown = _e(text[:LONG_TEXT_MAX]) + (f" [cut at {LONG_TEXT_MAX:,} of {len(text):,} characters: the whole text "
+                                        "is in the explorer]" if cut else "")
+    if len(text) <= LONG_TEXT_OPEN:
+        return f"<span class='long'>{shown}</span>"
+    return f"<details><summary>show all {len(text):,} characters</summary><div class='long'>{shown}</div></details>"
+
+
+def _table(df: pd.DataFrame, kinds: dict | None = None, long: tuple = (), headers: dict | None = None,
+           numeric: tuple = ()) -> str:
+    """An HTML table for people: each cell through its column's formatter in ``kinds`` (default:
+    ``fmt`` by type), escaped; the ``long`` columns (answers, reasons) in a full-width row under
+    their row, wrapped, never cut into a narrow column. Numbers (and the ``numeric`` columns,
+    already formatted) are right-aligned."""
+    kinds, headers = kinds or {}, headers or {}
+    short = [c for c in df.columns if c not in long]
+    head = "".join(f"<th>{_e(headers.get(c, str(c).replace('_', ' ')))}</th>" for c in short)
+    body = []
+    for values in df.itertuples(index=False, name=None):
+        row = dict(zip(df.columns, values))
+        cells = []
+        for c in short:
+            v = _plain(row[c])
+            text = kinds[c](v) if c in kinds else _cell(v)
+            number = c in numeric or isinstance(v, (int, float)) and not isinstance(v, bool)
+            word = len(text) <= SHORT_WORD and not any(ch.isspace() for ch in text)  # an id: kept on one line
+            cells.append(f"<td class='n'>{_e(text)}</td>" if number else
+                         f"<td class='w'>{_e(text)}</td>" if word else f"<td>{_e(text)}</td>")
+        more = [(c, row[c]) for c in long if not missing(row[c]) and str(row[c]).strip()]
+        row_class = " class='has-more'" if more else ""
+        body.append(f"<tr{row_class}>{''.join(cells)}</tr>")
+        if more:
+            body.append(f"<tr class='more'><td colspan='{len(short)}'>" + "".join(
+                f"<div><span class='k'>{_e(headers.get(c, str(c).replace('_', ' ')))}:</span>{long_text(v)}</div>"
+                for c, v in more) + "</td></tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _keep(html: str) -> str:
+    """A heading, its note and its figure on one printed page."""
+    return f"<div class='keep'>{html}</div>"
 
 
 def _figure(fig) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True})
 
 
+# --- the verdict ---------------------------------------------------------------------------------
+
+VERDICT_COLUMNS = ["topic", "concern", "count", "line", "condition", "section", "section_title"]
+
+
+def _share_of(n, total) -> str:
+    return f"{fmt.count(n)} of {fmt.count(total)} ({fmt.share(n / total)})" if total else fmt.count(n)
+
+
+def verdict(con: duckdb.DuckDBPyConnection, base: str, candidate: str, cmp: pd.DataFrame | None = None, *,
+            suspects: pd.DataFrame | None = None, checks: dict[str, pd.DataFrame] | None = None,
+            n_boot: int = 2000) -> pd.DataFrame:
+    """The headline in words and every reason not to trust it yet: one row per topic the
+    workbench checked (``topic, concern, count, line, condition, section, section_title``), the
+    concerns first. ``attrs``: ``verdict`` (the sentence), ``direction`` (better / worse / no
+    clear change), ``concerns``. ``line`` and ``verdict`` are plain text (escape them to show).
+
+    Topics: reward-hacking suspects of the candidate (``audit`` with the base); each readiness
+    check of the candidate that warns or fails (``check``); grader disagreement (the ``graders``
+    check, ``grader_stats(...).attrs["pairs"]``); infra errors and never-graded rollouts (a
+    concern when their share differs between the runs, Fisher's exact test p < ``INFRA_DIFFER_P``,
+    or a readiness check of either run warns on them); truncated rollouts (a concern above
+    ``TRUNCATED_WARN`` of either run); samples only one run scored. ``cmp``, ``suspects``, ``checks`` (run -> ``check``
+    frame) are computed when not given."""
+    cmp = require_shared(compare(con, base, candidate, n_boot=n_boot) if cmp is None else cmp)
+    suspects = audit(con, candidate, base=base) if suspects is None else suspects
+    checks = {run: check(con, run) for run in (base, candidate)} if checks is None else checks
+    counts = summary(con, [base, candidate]).set_index("run")
+    rows: list[dict] = []
+
+    def add(topic, concern, count, line, condition, section, title):
+        rows.append(dict(zip(VERDICT_COLUMNS, (topic, bool(concern), count, line, condition, section, title))))
+
+    # reward-hacking suspects
+    n = len(suspects)
+    if n:
+        by_check = audit_counts(suspects)
+        by_check = by_check[by_check.rollouts > 0]
+        flagged = ", ".join(f"{c} {fmt.count(k)}" for c, k in zip(by_check.check, by_check.rollouts))
+        line = (f"{fmt.count(n)} reward-hacking suspects among {candidate}'s rollouts, flagged by: {flagged} "
+                "(a rollout can be flagged by several checks).")
+        injected = suspects[suspects.checks.map(lambda c: "grader_injection" in list(c))]
+        answers = [a for a in injected.final_answer if not missing(a) and str(a).strip()]
+        if len(injected):
+            example = str(answers[0]).strip() if answers else ""
+            example = example if len(example) <= 160 else example[:160].rsplit(" ", 1)[0] + " …"
+            line += (f" {fmt.count(len(injected))} of them talk to the grader"
+                     + (f", e.g. “{example}”" if example else "."))
+        add("audit", True, n, line, f"the {fmt.count(n)} audit suspects are honest", "suspects",
+            "Reward-hacking suspects")
+    else:
+        add("audit", False, 0, f"The reward-hacking audit flags none of {candidate}'s rollouts.", "",
+            "suspects", "Reward-hacking suspects")
+
+    # readiness of the candidate
+    cand = checks[candidate]
+    bad = cand[cand.status.isin(["warn", "fail"]) & ~cand.check.isin(_OWN_TOPIC)]
+    for r in bad.itertuples():
+        value = check_value(r.check, r.value)
+        add(f"readiness:{r.check}", True, _plain(r.value),
+            f"Readiness of {candidate}: {r.check} {r.status}s{f' ({value})' if value else ''}: {r.advice}",
+            f"{candidate}'s {r.check} {'warning' if r.status == 'warn' else 'failure'} does not bias the score",
+            f"readiness-{r.check}",
+            f"Readiness: {r.check}")
+    if bad.empty:
+        passed = (~cand.status.isin(["warn", "fail"])).sum()
+        add("readiness", False, 0, f"Readiness of {candidate}: no check warns or fails ({passed} pass or skip).",
+            "", "readiness", "Readiness")
+
+    # graders
+    graders_check = cand.set_index("check").loc["graders"] if "graders" in set(cand.check) else None
+    stats = grader_stats(con, candidate)
+    pairs = stats.attrs["pairs"]
+    n_min = config.CHECK_THRESHOLDS["grader_min_rollouts"]
+    pairs = pairs[pairs.rollouts >= n_min]
+    if graders_check is not None and graders_check.status in ("warn", "fail"):
+        add("graders", True, _plain(graders_check.value),
+            f"Graders of {candidate}: {graders_check.advice} ({graders_check.details})",
+            f"{candidate}'s graders measure what you mean", "graders", "Graders")
+    elif len(pairs):
+        worst = pairs.sort_values(["disagree_share", "rollouts"], ascending=False).iloc[0]
+        add("graders", False, _plain(worst.disagree_share),
+            f"Graders of {candidate}: the largest pass/fail disagreement is {worst.grader_a} vs {worst.grader_b}, "
+            f"{_share_of(worst.n_disagree, worst.rollouts)} rollouts, below the "
+            f"{fmt.share(config.CHECK_THRESHOLDS['grader_disagree_warn'])} at which the graders check warns.",
+            "", "graders", "Graders")
+    elif not stats.empty:
+        add("graders", False, 0, f"One grader scores {candidate}: nothing to disagree with.", "", "graders",
+            "Graders")
+
+    # infra errors and never-graded rollouts
+    def excluded(run):
+        c = counts.loc[run]
+        return int(c.n_infra_error) + int(c.n_ungraded), int(c.rollouts)
+
+    (eb, tb), (ec, tc) = excluded(base), excluded(candidate)
+    # over every rollout of both runs (compare's infra_error_rate sees only the samples both runs
+    # scored, so a sample whose every rollout failed is not in it)
+    p_infra = fisher_exact([[eb, tb - eb], [ec, tc - ec]]).pvalue if tb and tc and eb + ec else 1.0
+    differs = p_infra < INFRA_DIFFER_P
+    warned = [f"{run}'s {c}" for run in (base, candidate) for c, s in zip(checks[run].check, checks[run].status)
+              if c in ("infra_errors", "ungraded") and s in ("warn", "fail")]
+    line = (f"Infra errors and never-graded rollouts, left out of the scores: {_share_of(eb, tb)} in {base}, "
+            f"{_share_of(ec, tc)} in {candidate}")
+    if differs or warned:
+        why = []
+        if differs:
+            why.append(f"the share differs between the runs ({_signed_share(ec / tc - eb / tb)}, Fisher's exact "
+                       f"test {fmt.pvalue(p_infra)})")
+        if warned:
+            why.append("readiness warns on " + ", ".join(warned))
+        add("infra", True, ec + eb, line + f": {'; '.join(why)}. If the failures hit hard or easy samples, the "
+            "two scores describe different subsets.", "the infra errors hit easy and hard samples alike",
+            "methods-rollouts", "Methods: rollouts")
+    else:
+        add("infra", False, ec + eb, line + ": few, and no clear difference between the runs.", "",
+            "methods-rollouts", "Methods: rollouts")
+
+    # truncation
+    trunc = {run: (int(counts.loc[run].n_truncated), int(counts.loc[run].rollouts)) for run in (base, candidate)}
+    said = f"{_share_of(*trunc[base])} in {base}, {_share_of(*trunc[candidate])} in {candidate}"
+    if any(t and n / t > TRUNCATED_WARN for n, t in trunc.values()):
+        add("truncation", True, sum(n for n, _ in trunc.values()),
+            f"Truncated rollouts (stopped by a turn, token or time limit, scored as they ended): {said}. A run "
+            "that hits its limits more often loses score to them: part of the difference may be the limit, "
+            "not the model.", "the limits treat both runs alike", "methods-rollouts", "Methods: rollouts")
+    else:
+        add("truncation", False, sum(n for n, _ in trunc.values()), f"Truncated rollouts: {said}.", "",
+            "methods-rollouts", "Methods: rollouts")
+
+    # coverage
+    a = cmp.attrs
+    if a["base_only"] or a["candidate_only"] or a.get("unscored"):
+        only = [f"{fmt.count(k)} only by {run}" for k, run in ((a["base_only"], base),
+                                                                (a["candidate_only"], candidate)) if k]
+        if a.get("unscored"):
+            only.append(f"{fmt.count(a['unscored'])} by both but without a counted rollout in one of them "
+                        "(every rollout an infra error or ungraded)")
+        add("coverage", True, a["base_only"] + a["candidate_only"] + a.get("unscored", 0),
+            f"Samples: {fmt.count(a['shared_samples'])} scored by both runs; {'; '.join(only)}. The difference "
+            "is over the samples both scored.", "the samples left out would not change it", "headline-cards",
+            "Headline")
+
+    df = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+    df = df.sort_values("concern", ascending=False, kind="stable").reset_index(drop=True)
+    df.attrs.update(verdict_sentence(cmp, df, base, candidate))
+    return df
+
+
+def verdict_sentence(cmp: pd.DataFrame, df: pd.DataFrame, base: str, candidate: str) -> dict:
+    """The verdict in words from ``compare``'s score row and the verdict rows (``VERDICT_COLUMNS``):
+    ``verdict`` (the whole sentence), its parts ``lead``, ``rest``, ``change``; ``direction``,
+    ``concerns``. "better" or "worse" only where the score's 95% CI excludes 0, and "better" never
+    bare when a concern stands: it is conditioned on the first one."""
+    score = cmp.set_index("metric").loc["score"]
+    change = (f"Score {fmt.number(score.base)} → {fmt.number(score.candidate)}: {fmt.signed(score['diff'])}, "
+              f"95% CI {fmt.interval(score.ci_low, score.ci_high)}"
+              + ("" if missing(score.p_value) else f", {fmt.pvalue(score.p_value)}") + ".")
+    concerns = df[df.concern]
+    n = len(concerns)
+    # the score is the primary metric: its own CI decides (the table's ``significant`` adjusts for
+    # the many metrics scanned beside it)
+    if score.ci_low > 0:
+        direction, lead = "better", f"{candidate} is better than {base}"
+    elif score.ci_high < 0:
+        direction, lead = "worse", f"{candidate} is worse than {base}"
+    else:
+        direction, lead = "no clear change", f"No clear difference between {candidate} and {base}"
+    if not n:
+        rest = ": nothing else the workbench checks argues against it."
+    elif direction == "better":
+        first = concerns.iloc[0]
+        rest = (f", if {first.condition}: read {'them' if first.topic == 'audit' else 'the caveats below'} first"
+                + (f" ({n - 1} more caveat{'s' if n > 2 else ''} below)." if n > 1 else "."))
+    elif direction == "worse":
+        rest = f"; {n} caveat{'s' if n > 1 else ''} below may explain part of it."
+    else:
+        rest = f" (the 95% CI includes 0); read the {n} caveat{'s' if n > 1 else ''} below before concluding."
+    return {"verdict": f"{lead}{rest} {change}", "lead": lead, "rest": rest, "change": change,
+            "direction": direction, "concerns": int(n)}
+
+
+def verdict_html(v: pd.DataFrame, links: bool = True) -> str:
+    """The verdict sentence and one line per topic (concerns first), escaped; with ``links`` each
+    line links to its report section (in a notebook, it names it)."""
+    a = v.attrs
+    items = []
+    for r in v.itertuples():
+        where = (f" <a href='#{_e(r.section)}'>→ {_e(r.section_title)}</a>" if links else
+                 f" <span class='thr'>(→ {_e(r.section_title)})</span>")
+        kind = "concern" if r.concern else "ok"
+        items.append(f"<li class='{kind}' data-topic='{_e(r.topic)}'>{_e(r.line)}{where}</li>")
+    title = "Before you trust it" if a["concerns"] else "What else was checked"
+    return (f"<p class='verdict'><strong>{_e(a['lead'])}</strong>{_e(a['rest'])} {_e(a['change'])}</p>"
+            f"<h3>{title}</h3><ul class='caveats'>{''.join(items)}</ul>")
+
+
+# --- readiness, both runs --------------------------------------------------------------------------
+
+def readiness_html(checks: dict[str, pd.DataFrame]) -> str:
+    """The readiness checks of several runs side by side (run -> ``check`` frame): per check its
+    status and value in each run, the threshold, and what each run's result says (examples on a
+    click). Row ids ``readiness-<check>``."""
+    runs = list(checks)
+    frames = {run: df.set_index("check") for run, df in checks.items()}
+    order = list(dict.fromkeys(c for df in checks.values() for c in df.check))
+    head = "<th>check</th>" + "".join(f"<th>{_e(r)}</th>" for r in runs) + "<th>what it says</th>"
+    body = []
+    for name in order:
+        cells, said = [], []
+        for run in runs:
+            if name not in frames[run].index:
+                cells.append("<td></td>")
+                continue
+            r = frames[run].loc[name]
+            value = check_value(name, r.value)
+            cells.append(f"<td class='st {_e(r.status)}'>{_e(r.status)}"
+                         + (f"<br><span class='thr'>{_e(value)}</span>" if value else "") + "</td>")
+            said.append((run, r.advice, r.details))
+        same = len({(a, d) for _, a, d in said}) == 1
+        advice = "".join(
+            f"<div>{'' if same else f'<b>{_e(run)}</b>: '}{_e(adv)}"
+            + (f"<details><summary>examples</summary><div class='long'>{_e(det)}</div></details>" if det else "")
+            + "</div>" for run, adv, det in (said[:1] if same else said))
+        threshold = frames[runs[-1]].loc[name].threshold if name in frames[runs[-1]].index else ""
+        body.append(f"<tr id='readiness-{_e(name)}'><td>{_e(name)}<div class='thr'>{_e(threshold)}</div></td>"
+                    f"{''.join(cells)}<td>{advice}</td></tr>")
+    return f"<table class='readiness'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+# --- sections ------------------------------------------------------------------------------------
+
 def headline_html(cmp: pd.DataFrame) -> str:
+    """The headline cards: score with its CI and p-value, wins / ties / losses, tool calls, P95
+    latency, tokens; and which samples both runs evaluated."""
     row, a = cmp.set_index("metric"), cmp.attrs
     score = row.loc["score"]
-    p = "" if score.p_value != score.p_value else f", p = {score.p_value:.3g}"
+    p = "" if missing(score.p_value) else f", {fmt.pvalue(score.p_value)}"
     cards = [
-        ("Score", f"{score.base:.3f} → {score.candidate:.3f}",
-         f"{score['diff']:+.3f} (95% CI {score.ci_low:+.3f} to {score.ci_high:+.3f}{p})"),
-        ("Per sample", f"{a['wins']} / {a['ties']} / {a['losses']}", "better / unchanged / worse"),
+        ("Score", f"{fmt.number(score.base)} → {fmt.number(score.candidate)}",
+         f"{fmt.signed(score['diff'])} (95% CI {fmt.signed(score.ci_low)} to {fmt.signed(score.ci_high)}{p})"),
+        ("Per sample", f"{a['wins']:,} / {a['ties']:,} / {a['losses']:,}", "better / unchanged / worse"),
     ]
-    for metric, label, fmt in (("tool_calls_per_rollout", "Tool calls per rollout", "{:.1f}"),
-                               ("latency_p95", "P95 latency (s)", "{:.1f}"),
-                               ("tokens_per_rollout", "Tokens per rollout", "{:,.0f}")):
+    for metric, label in (("tool_calls_per_rollout", "Tool calls per rollout"), ("latency_p95", "P95 latency"),
+                          ("tokens_per_rollout", "Tokens per rollout")):
+        if metric not in row.index:
+            continue
         m = row.loc[metric]
-        if m.base == m.base and m.candidate == m.candidate:
-            ci = "" if m.ci_low != m.ci_low else f" (95% CI {fmt.format(m.ci_low)} to {fmt.format(m.ci_high)})"
-            cards.append((label, f"{fmt.format(m.base)} → {fmt.format(m.candidate)}",
-                          f"{'+' if m['diff'] > 0 else ''}{fmt.format(m['diff'])}{ci}"))
+        if not (missing(m.base) or missing(m.candidate)):
+            ci = ("" if missing(m.ci_low) else
+                  f" (95% CI {unit_diff(m.ci_low, m.unit)} to {unit_diff(m.ci_high, m.unit)})")
+            cards.append((label, f"{unit_value(m.base, m.unit)} → {unit_value(m.candidate, m.unit)}",
+                          f"{unit_diff(m['diff'], m.unit)}{ci}"))
     body = "".join(f"<div class='card'><div>{_e(t)}</div><div class='v'>{_e(v)}</div><div class='d'>{_e(d)}</div></div>"
                    for t, v, d in cards)
-    coverage = (f"{a['shared_samples']} samples evaluated by both runs"
-                + (f"; {a['base_only']} only by {_e(a['base'])}" if a["base_only"] else "")
-                + (f"; {a['candidate_only']} only by {_e(a['candidate'])}" if a["candidate_only"] else ""))
-    return f"<div class='cards' id='headline'>{body}</div><p class='note'>{coverage}.</p>"
+    coverage = (f"{a['shared_samples']:,} samples evaluated by both runs"
+                + (f"; {a['base_only']:,} only by {_e(a['base'])}" if a["base_only"] else "")
+                + (f"; {a['candidate_only']:,} only by {_e(a['candidate'])}" if a["candidate_only"] else ""))
+    return f"<div class='cards' id='headline-cards'>{body}</div><p class='note'>{coverage}.</p>"
+
+
+def metrics_table(cmp: pd.DataFrame) -> str:
+    """Every metric of ``compare``: base, candidate, change, 95% CI, p-value, by unit."""
+    units = cmp.unit.tolist() if "unit" in cmp else [None] * len(cmp)
+    shown = pd.DataFrame({
+        "metric": cmp.metric,
+        "base": [unit_value(v, u) for v, u in zip(cmp.base, units)],
+        "candidate": [unit_value(v, u) for v, u in zip(cmp.candidate, units)],
+        "change": [unit_diff(v, u) for v, u in zip(cmp["diff"], units)],
+        "95% CI": [unit_interval(lo, hi, u) for lo, hi, u in zip(cmp.ci_low, cmp.ci_high, units)],
+        "p": [fmt.pvalue(p) for p in cmp.p_value],
+        "significant": ["yes" if s else "" for s in cmp.significant],
+    })
+    if "n_samples" in cmp:
+        shown.insert(6, "samples", [fmt.count(n) for n in cmp.n_samples])
+    return _table(shown, headers={"base": cmp.attrs.get("base", "base"),
+                                  "candidate": cmp.attrs.get("candidate", "candidate")},
+                  numeric=("base", "candidate", "change", "samples")) + f"<p class='note'>{_e(significance(cmp))}</p>"
+
+
+def significance(cmp: pd.DataFrame) -> str:
+    """What ``significant`` means in a ``compare`` table, in words."""
+    a = cmp.attrs
+    if "significant_from" not in a:
+        return "significant: the 95% CI of the difference excludes 0."
+    if a["significant_from"] == "p_value":
+        return f"significant: p ≤ {a['alpha']:g} (no adjustment for the {a['tests']} metrics tested)."
+    return (f"significant: {a['significant_from']} ≤ {a['alpha']:g}, the p-value adjusted ({a['adjustment']}) for "
+            f"the {a['tests']} metrics tested together; p is each metric's own.")
 
 
 def build_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_boot: int = 2000,
@@ -78,36 +561,42 @@ def build_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_bo
     capacity section projects (default ``config.CAPACITY_PLANNED_STEP``)."""
     from plotly.offline import get_plotlyjs
 
-    from .plots import interactive as pi, readiness_table
+    from .plots import interactive as pi
 
     disable = config.progress_disabled() if progress is None else not progress
     sections: list[str] = []
-    comparison = functools.cache(lambda: compare(con, base, candidate, n_boot=n_boot))  # headline and graders
+    comparison = functools.cache(lambda: require_shared(compare(con, base, candidate, n_boot=n_boot)))
+    suspects = functools.cache(lambda: audit(con, candidate, base=base))
+    checks = functools.cache(lambda: {run: check(con, run) for run in (base, candidate)})
     steps = [
-        ("headline", lambda: _headline(comparison())),
-        ("readiness", lambda: f"<h2>Readiness of {_e(base)}</h2>" + readiness_table(check(con, base)).to_html()),
-        ("variance", lambda: "<h2>Score per sample across attempts</h2><p class='note'>Only samples whose score "
-                             "varies across attempts (vermillion) give learning signal.</p>"
-                             + _figure(pi.variance({base: sample_stats(con, base), candidate: sample_stats(con, candidate)}))),
-        ("tool calls", lambda: "<h2>Tool calls per rollout</h2>"
-                               + _figure(pi.tool_calls(distribution_shift(con, base, candidate), base, candidate))),
-        ("latency", lambda: "<h2>Latency</h2>" + _figure(pi.latency_ecdf(
-            latency_ecdf(con, [base, candidate]), {r: latency(con, r, tool_n_boot=0) for r in (base, candidate)}))),
+        ("headline", lambda: _headline(con, base, candidate, comparison(), suspects(), checks())),
+        ("readiness", lambda: _readiness(base, candidate, checks())),
+        ("variance", lambda: _keep("<h2>Score per sample across attempts</h2><p class='note'>Only samples whose "
+                                   "score varies across attempts give learning signal.</p>"
+                                   + _figure(pi.variance({base: sample_stats(con, base),
+                                                          candidate: sample_stats(con, candidate)})))),
+        ("tool calls", lambda: _keep("<h2>Tool calls per rollout</h2>"
+                                     + _figure(pi.tool_calls(distribution_shift(con, base, candidate), base, candidate)))),
+        ("latency", lambda: _keep("<h2>Latency</h2>" + _figure(pi.latency_ecdf(
+            latency_ecdf(con, [base, candidate]), {r: latency(con, r, tool_n_boot=0) for r in (base, candidate)})))),
         ("per sample", lambda: _per_sample(con, base, candidate, pi)),
         ("graders", lambda: _graders(con, base, candidate, comparison(), n_boot, pi)),
-        ("suspects", lambda: _suspects(con, base, candidate)),
-        ("capacity", lambda: _capacity(con, base, candidate, batch_size, compute_multiplier)),
-        ("training", lambda: _training(con, pi)),
+        ("suspects", lambda: suspects_html(suspects(), candidate)),
+        ("capacity", lambda: capacity_html(con, base, candidate, batch_size, compute_multiplier)),
+        ("training", lambda: _training(con, base, candidate, pi)),
         ("trainer", lambda: _trainer(con, pi)),
-        ("methods", lambda: _methods(con, base, candidate, n_boot)),
+        ("methods", lambda: methods_html(con, base, candidate, n_boot)),
     ]
     for name, make in tqdm(steps, desc="report", unit="section", disable=disable):
         sections.append(f"<section id='{name.replace(' ', '-')}'>{make()}</section>")
     title = f"{_e(base)} → {_e(candidate)}"
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>rolloutlab report: {title}</title>"
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>rolloutlab report: {title}</title>"
             f"<style>{CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
             f"<h1>Fine-tuning report: {title}</h1><p class='sub'>rolloutlab {VERSION} · generated "
-            f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC</p>{''.join(sections)}</body></html>")
+            f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC</p>{''.join(sections)}"
+            f"<script type='text/javascript'>{PRINT_JS}</script></body></html>")
 
 
 class NoSharedSamplesError(ValueError):
@@ -132,11 +621,17 @@ def require_shared(cmp: pd.DataFrame) -> pd.DataFrame:
         f"{a['candidate_only']} only in {candidate}): {why}.")
 
 
-def _headline(cmp: pd.DataFrame) -> str:
-    cmp = require_shared(cmp)
-    shown = cmp[["metric", "base", "candidate", "diff", "ci_low", "ci_high", "p_value", "significant"]]
-    return ("<h2>Headline</h2>" + headline_html(cmp) + "<details><summary>All metrics</summary>"
-            + _table(shown) + "</details>")
+def _headline(con, base, candidate, cmp, suspects, checks) -> str:
+    v = verdict(con, base, candidate, cmp, suspects=suspects, checks=checks)
+    return ("<h2>Headline</h2>" + verdict_html(v) + headline_html(cmp)
+            + "<details><summary>All metrics</summary>" + metrics_table(cmp) + "</details>")
+
+
+def _readiness(base, candidate, checks) -> str:
+    return (f"<h2>Readiness of {_e(base)} and {_e(candidate)}</h2><p class='note'>The readiness checks of both "
+            "runs side by side: a warning of the candidate (a full score without tool calls, a grader that "
+            "scores the same answer differently) is a reason to read its rollouts before trusting its score. "
+            "Thresholds under each check's name; examples on a click.</p>" + readiness_html(checks))
 
 
 def _per_sample(con, base, candidate, pi) -> str:
@@ -147,69 +642,117 @@ def _per_sample(con, base, candidate, pi) -> str:
         "WHERE list_contains(?, run_id) AND list_contains(?, sample_id) GROUP BY ALL",
         [[base, candidate], worst.sample_id.tolist()]).fetchall()
     answer = {(r, s): a for r, s, a in answers}
-    worst = worst.assign(**{f"{base} answer": [answer.get((base, s)) for s in worst.sample_id],
-                            f"{candidate} answer": [answer.get((candidate, s)) for s in worst.sample_id]})
-    table = _table(worst[["sample_id", "base_score", "candidate_score", "score_diff", f"{base} answer",
-                          f"{candidate} answer"]]) if len(worst) else "<p>No sample got worse.</p>"
-    return ("<h2>Per sample</h2><p class='note'>Each point is a sample both runs evaluated: up is a better score, "
-            "left is fewer tool calls.</p>" + _figure(pi.quadrants(deltas, base, candidate))
-            + "<h3>Samples that got worse</h3>" + table)
+    shown = pd.DataFrame({
+        "sample": worst.sample_id.to_numpy(),
+        f"{base} score": worst.base_score.to_numpy(), f"{candidate} score": worst.candidate_score.to_numpy(),
+        "change": [fmt.signed(d) for d in worst.score_diff],
+        f"{base} answer": [answer.get((base, s)) for s in worst.sample_id],
+        f"{candidate} answer": [answer.get((candidate, s)) for s in worst.sample_id]})
+    table = (_table(shown, long=(f"{base} answer", f"{candidate} answer"), numeric=("change",)) if len(worst)
+             else "<p>No sample got worse.</p>")
+    return (_keep("<h2>Per sample</h2><p class='note'>Each point is a sample both runs evaluated: up is a better "
+                  "score, left is fewer tool calls.</p>" + _figure(pi.quadrants(deltas, base, candidate)))
+            + "<h3>Samples that got worse</h3><p class='note'>The ten largest drops, with each run's first "
+              "answer.</p>" + table)
 
 
 def _graders(con, base, candidate, cmp, n_boot, pi) -> str:
     stats = {run: grader_stats(con, run) for run in (base, candidate)}
     if all(df.empty for df in stats.values()):
         return "<h2>Graders</h2><p class='note'>No per-grader scores in these logs.</p>"
-    per_grader = cmp[cmp.metric.str.startswith(GRADER_PREFIX)][["metric", "base", "candidate", "diff", "ci_low",
-                                                           "ci_high", "n_samples", "significant"]]
+    per_grader = cmp[cmp.metric.str.startswith(GRADER_PREFIX)]
     pairs = stats[candidate].attrs["pairs"]
-    parts = ["<h2>Graders</h2><p class='note'>Each grader's mean score, pass rate and signal share (samples whose "
-             "score from that grader varies across attempts). A model can gain on one grader and lose on "
-             f"another: the table pairs each grader's per-sample score between the runs (95% CI, {n_boot} resamples).</p>",
-             _figure(pi.graders({r: df for r, df in stats.items() if not df.empty}))]
+    parts = [_keep("<h2>Graders</h2><p class='note'>Each grader's mean score, pass rate and signal share (samples "
+                   "whose score from that grader varies across attempts). A model can gain on one grader and lose "
+                   f"on another: the table pairs each grader's per-sample score between the runs (95% CI, {n_boot:,} "
+                   "resamples).</p>" + _figure(pi.graders({r: df for r, df in stats.items() if not df.empty})))]
     if len(per_grader):
-        parts.append(_table(per_grader))
+        units = per_grader.unit if "unit" in per_grader else [None] * len(per_grader)
+        shown = pd.DataFrame({
+            "grader": per_grader.metric.str.slice(len(GRADER_PREFIX)).to_numpy(),
+            base: [unit_value(v, u) for v, u in zip(per_grader.base, units)],
+            candidate: [unit_value(v, u) for v, u in zip(per_grader.candidate, units)],
+            "change": [unit_diff(v, u) for v, u in zip(per_grader["diff"], units)],
+            "95% CI": [unit_interval(lo, hi, u) for lo, hi, u in zip(per_grader.ci_low, per_grader.ci_high, units)],
+            "samples": [fmt.count(n) for n in per_grader.n_samples],
+            "significant": ["yes" if s else "" for s in per_grader.significant]})
+        parts.append(_table(shown, numeric=(base, candidate, "change", "samples"))
+                     + f"<p class='note'>{_e(significance(cmp))}</p>")
     if len(pairs):
-        parts.append(_figure(pi.grader_disagreement(pairs, candidate)))
+        parts.append(_keep(_figure(pi.grader_disagreement(pairs, candidate))))
     return "".join(parts)
 
 
-def _suspects(con, base, candidate) -> str:
-    suspects = audit(con, candidate, base=base)
+def suspects_html(suspects: pd.DataFrame, candidate: str, top: int = 10) -> str:
+    """The reward-hacking section: how many suspects, counts by check, the ``top`` ones with
+    their reasons, the numbers behind them and the final answer in rows of their own."""
     head = ("<h2>Reward-hacking suspects</h2><p class='note'>Rollouts of the candidate to read first: the audit "
             "ranks, it does not accuse (definitions in docs/metrics.md). Open one in the explorer "
             "(notebook 01-explore, or rl.explore) to confirm.</p>")
     if suspects.empty:
-        return head + "<p>No suspects.</p>"
+        return head + f"<p>No suspects in {_e(candidate)}.</p>"
     counts = audit_counts(suspects)
-    top = suspects.head(10).assign(final_answer=lambda d: d.final_answer.str.slice(0, 120))
-    return (head + f"<p>{len(suspects)} suspect rollouts.</p>" + _table(counts[counts.rollouts > 0])
-            + "<h3>Top suspects</h3>"
-            + _table(top[["rank", "rollout_id", "sample_id", "reason", "score", "details", "final_answer"]]))
+    shown = suspects.head(top)
+    table = pd.DataFrame({
+        "rank": shown["rank"].to_numpy(), "rollout": shown.rollout_id.to_numpy(),
+        "sample": shown.sample_id.to_numpy(), "score": shown.score.to_numpy(),
+        "tool calls": shown.n_tool_calls.to_numpy(), "checks": [", ".join(c) for c in shown.checks],
+        "why": shown.reason.to_numpy(), "numbers": shown.details.to_numpy(),
+        "final answer": shown.final_answer.to_numpy()})
+    return (head + f"<p>{fmt.count(len(suspects))} suspect rollouts in {_e(candidate)}.</p>"
+            + _table(counts[counts.rollouts > 0], headers={"rollouts": "suspects"})
+            + f"<h3>Top {min(top, len(suspects))} suspects</h3>"
+            + _table(table, long=("why", "numbers", "final answer")))
 
 
-def _capacity(con, base, candidate, batch_size, compute_multiplier) -> str:
+def capacity_html(con, base, candidate, batch_size=None, compute_multiplier=None) -> str:
+    """The tool endpoint load of both runs, observed and projected for a training step of
+    ``batch_size`` x ``compute_multiplier`` rollouts (default ``config.CAPACITY_PLANNED_STEP``)."""
     if batch_size is None:
         batch_size, compute_multiplier = (config.CAPACITY_PLANNED_STEP["batch_size"],
                                           config.CAPACITY_PLANNED_STEP["compute_multiplier"])
     plans = [capacity(con, run, batch_size=batch_size, compute_multiplier=compute_multiplier).assign(run=run)
              for run in (base, candidate)]
-    table = pd.concat(plans)[["run", "tool", "calls_per_rollout", "latency_p50", "latency_p95", "peak_calls_in_flight",
-                              "peak_calls_per_s", "projected_peak_calls_in_flight", "projected_peak_calls_per_s"]]
+    columns = {"run": "run", "tool": "tool", "calls_per_rollout": "calls per rollout",
+               "latency_p50": "latency p50 (s)", "latency_p95": "latency p95 (s)",
+               "peak_calls_in_flight": "peak in flight", "peak_calls_per_s": "peak calls/s",
+               "projected_peak_calls_in_flight": "projected peak in flight",
+               "projected_peak_calls_per_s": "projected calls/s"}
+    table = pd.concat(plans)[list(columns)]
     step = plans[0].attrs["rollouts_per_step"]
     return (f"<h2>Tool endpoint load</h2><p class='note'>For whoever runs the tool servers. Observed: what each "
             f"run asked of each endpoint (latency in seconds; peaks from a sweep over call start and end times). "
-            f"Projected: a training step of {batch_size} × {compute_multiplier or 1} = {step} rollouts started at once, "
-            f"each behaving like that run's ({step} sandboxes alive at once). An upper bound when the platform "
-            "spreads the starts; the model and its measured error are in docs/metrics.md.</p>" + _table(table))
+            f"Projected: a training step of {batch_size:,} × {compute_multiplier or 1:,} = {step:,} rollouts started "
+            f"at once, each behaving like that run's ({step:,} sandboxes alive at once). An upper bound when the "
+            "platform spreads the starts; the model and its measured error are in docs/metrics.md.</p>"
+            + _table(table, headers=columns))
 
 
-def _training(con, pi) -> str:
-    stepped = [r for r, s in con.execute("SELECT label, step FROM runs").fetchall() if s is not None]
+def training_runs(con: duckdb.DuckDBPyConnection, base: str, candidate: str) -> list[str]:
+    """The runs the training curves are about: every run that carries a training step, and the
+    two compared runs (a run without a step, the base, is drawn at step 0). Side runs (no step,
+    not compared: a capture against a demo server, another experiment's evaluation) are left out."""
+    rows = con.execute("SELECT run_id, step FROM runs ORDER BY run_id").fetchall()
+    return [run for run, step in rows if step is not None or run in (base, candidate)]
+
+
+def _training(con, base, candidate, pi) -> str:
+    runs = training_runs(con, base, candidate)
+    info = {r: s for r, s in con.execute("SELECT run_id, step FROM runs").fetchall()}
+    stepped = [r for r in runs if info[r] is not None]
     if len(stepped) < 2:
         return "<h2>Training curves</h2><p class='note'>Fewer than two runs carry a training step.</p>"
-    return ("<h2>Training curves</h2><p class='note'>One line per split; a run without a step (the base) "
-            "is an open marker at step 0.</p>" + _figure(pi.training_curves(by_step(con))))
+    steps = sorted({int(info[r]) for r in stepped})
+    unstepped = [r for r in runs if info[r] is None]
+    left_out = sorted(r for r in info if r not in runs)
+    note = (f"{len(steps)} checkpoint{'s' if len(steps) > 1 else ''} by training step "
+            f"({', '.join(map(str, steps))}) in {len(stepped)} runs, one line per split"
+            + (f"; {', '.join(_e(r) for r in unstepped)} carr{'ies' if len(unstepped) == 1 else 'y'} no step "
+               "and is an open marker at step 0" if unstepped else "")
+            + (f". Not drawn: {len(left_out)} other run{'s' if len(left_out) > 1 else ''} without a step "
+               f"({', '.join(_e(r) for r in left_out)})" if left_out else "") + ".")
+    return _keep(f"<h2>Training curves</h2><p class='note' id='training-note'>{note}</p>"
+                 + _figure(pi.training_curves(by_step(con, runs))))
 
 
 def _trainer(con, pi) -> str:
@@ -217,24 +760,34 @@ def _trainer(con, pi) -> str:
     if metrics.empty:
         return ("<h2>What the trainer reported</h2><p class='note'>No trainer metrics loaded (OpenAI fine-tuning "
                 "job events, checkpoints).</p>")
-    return ("<h2>What the trainer reported</h2><p class='note'>The training job's own step metrics: reward on "
-            "training batches and on validation steps, per grader, grader error rates and step time. "
-            "Validation points exist only on validation steps.</p>" + _figure(pi.trainer_curves(metrics)))
+    return _keep("<h2>What the trainer reported</h2><p class='note'>The training job's own step metrics: reward on "
+                 "training batches and on validation steps, per grader, grader error rates and step time. "
+                 "Validation points exist only on validation steps.</p>" + _figure(pi.trainer_curves(metrics)))
 
 
-def _methods(con, base, candidate, n_boot) -> str:
+def methods_html(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_boot: int = 2000) -> str:
+    """Methods and provenance: how the numbers were made, the rollouts of both runs by status, and
+    the files that loaded them."""
     counts = summary(con, [base, candidate])[["run", "rollouts", "samples", "n_ok", "n_model_error", "n_infra_error",
                                               "n_truncated", "n_ungraded", "n_excluded"]]
+    ids = sorted({sid for run in (base, candidate)
+                  for (sid,) in con.execute(catalog.run_sources_sql(), {"run": run}).fetchall()})
     sources = con.execute("SELECT path, format, n_records AS records, n_records - n_rejected AS loaded, "
-                          "n_rejected AS rejected, ingested_at FROM sources ORDER BY source_id").df()
+                          "n_rejected AS rejected, ingested_at FROM sources WHERE list_contains(?, source_id) "
+                          "ORDER BY source_id", [ids]).df()
     sources["path"] = sources.path.map(os.path.basename)
+    headers = {"n_ok": "ok", "n_model_error": "model error", "n_infra_error": "infra error",
+               "n_truncated": "truncated", "n_ungraded": "ungraded", "n_excluded": "excluded from scores",
+               "ingested_at": "ingested (UTC)"}
     return ("<h2>Methods and provenance</h2><p class='note'>Scores exclude infra errors and ungraded rollouts "
             "(counted below): a failed tool endpoint says nothing about the model. Differences are paired per "
-            f"sample over the samples both runs evaluated; 95% CIs from a paired bootstrap over samples ({n_boot} "
+            f"sample over the samples both runs evaluated; 95% CIs from a paired bootstrap over samples ({n_boot:,} "
             "resamples, seed 0); p-values from a paired permutation (sign-flip) test; latency CIs resample "
             f"samples. A sample passes at score ≥ {config.PASS_THRESHOLD:g}. Readiness thresholds: "
             f"{_e(', '.join(f'{k} = {v}' for k, v in config.CHECK_THRESHOLDS.items()))}.</p>"
-            "<h3>Rollouts</h3>" + _table(counts) + "<h3>Sources</h3>" + _table(sources))
+            "<h3 id='methods-rollouts'>Rollouts</h3>" + _table(counts, headers=headers)
+            + f"<h3>Sources</h3><p class='note'>The files that loaded {_e(base)} or {_e(candidate)}.</p>"
+            + _table(sources, headers=headers))
 
 
 def write_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, path: str | os.PathLike,
@@ -244,4 +797,58 @@ def write_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, path
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(build_report(con, base, candidate, n_boot=n_boot, progress=progress, **step), encoding="utf-8")
+    return out
+
+
+# --- PDF -----------------------------------------------------------------------------------------
+
+class ChromiumNotFoundError(ValueError):
+    """No Chromium to print the report with."""
+
+
+def find_chromium() -> str:
+    """Chromium's path: ``$ROLLOUTLAB_CHROMIUM``, else the first of ``CHROMIUM_NAMES`` on PATH."""
+    env = os.environ.get(CHROMIUM_ENV_VAR)
+    if env:
+        if Path(env).is_file() and os.access(env, os.X_OK):
+            return env
+        raise ChromiumNotFoundError(f"${CHROMIUM_ENV_VAR} is {env}, which is no executable file: point it at "
+                                    "Chromium or Chrome, or unset it to look on PATH.")
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise ChromiumNotFoundError(
+        "a PDF needs Chromium (or Chrome), and none was found on PATH "
+        f"(looked for {', '.join(CHROMIUM_NAMES)}). Install it (Debian/Ubuntu: apt-get install chromium; "
+        f"macOS: brew install --cask chromium) or set ${CHROMIUM_ENV_VAR} to its path. Without it, open the "
+        "HTML report in a browser and print it to PDF (the report has a print stylesheet).")
+
+
+def write_pdf(html: str | os.PathLike, pdf: str | os.PathLike | None = None, chromium: str | None = None,
+              timeout: float = PDF_TIMEOUT_S) -> Path:
+    """Print a written report to PDF with headless Chromium (``--print-to-pdf``): figures drawn
+    for the page width, folded text opened, controls hidden (the report's print stylesheet).
+    ``pdf`` defaults to the HTML's path with ``.pdf``. Raises ``ChromiumNotFoundError`` (saying how
+    to install it) when there is no Chromium, ``RuntimeError`` when printing fails."""
+    html = Path(html).resolve()
+    out = Path(pdf) if pdf is not None else html.with_suffix(".pdf")
+    out = out.resolve()
+    browser = chromium or find_chromium()
+    out.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="rolloutlab-chromium-") as profile:
+        # --virtual-time-budget: Chromium waits for the page's scripts (plotly drawing, then
+        # sizing the figures for print on load) before it prints
+        command = [browser, "--headless", *CHROMIUM_ARGS, f"--user-data-dir={profile}", "--no-pdf-header-footer",
+                   "--virtual-time-budget=15000", "--run-all-compositor-stages-before-draw",
+                   f"--print-to-pdf={out}", html.as_uri() + "#print"]
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"Chromium did not print {html} within {timeout:g} s: open the HTML in a browser "
+                               "and print it to PDF instead.") from None
+    if not out.is_file() or out.stat().st_size == 0:
+        tail = " ".join((proc.stderr or "").strip().splitlines()[-3:])
+        raise RuntimeError(f"Chromium ({browser}) wrote no PDF (exit {proc.returncode}{': ' + tail if tail else ''}). "
+                           "Open the HTML report in a browser and print it to PDF instead.")
     return out

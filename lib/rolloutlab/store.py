@@ -107,6 +107,9 @@ SCHEMA_DDL.append(LABELS_DDL)
 # producer's own word beside it.
 STOP_REASON_DDL = "ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS stop_reason_raw VARCHAR"
 SCHEMA_DDL.append(STOP_REASON_DDL)
+# Input tokens read from a prompt cache (version 8), billed at the cached price (metrics/cost.py).
+CACHED_TOKENS_DDL = "ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS cached_input_tokens BIGINT"
+SCHEMA_DDL.append(CACHED_TOKENS_DDL)
 
 STOP_REASON_SQL = stop_reason_sql("stop_reason_raw")
 
@@ -127,7 +130,7 @@ MIGRATIONS = {
            UNION SELECT DISTINCT s.sample_id, s.split, r.source_id FROM samples s JOIN rollouts r USING (sample_id)
            JOIN runs u ON u.run_id = r.run_id AND u.split IS NOT DISTINCT FROM s.split  -- the split the run is of
            WHERE r.source_id IS NOT NULL"""],
-    7: [LABELS_DDL, STOP_REASON_DDL,  # 8: human labels; stop reasons in one vocabulary
+    7: [LABELS_DDL, STOP_REASON_DDL, CACHED_TOKENS_DDL,  # 8: labels; stop reasons in one vocabulary; cached tokens
         "UPDATE rollouts SET stop_reason_raw = stop_reason",
         f"UPDATE rollouts SET stop_reason = {STOP_REASON_SQL}"],
 }

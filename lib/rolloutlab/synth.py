@@ -5,6 +5,14 @@ tools (``search``, ``list``, ``cat``) under a 10-call budget (max 20 steps). The
 searches sequentially with 8-9 calls per rollout and an occasional tail beyond 15; fine-tuned
 checkpoints (``stepN``) drop to 2-4 calls, issued partly in parallel, and answer more often right.
 
+The agent is ``o4-mini-2025-04-16``; a fine-tuned checkpoint is ``ft:o4-mini-2025-04-16:acme:finqa:<label>``.
+The platform logs a cost for the base model's rollouts (at its list price) and none for a
+fine-tuned checkpoint's (as tau2's logs give 0 for a fine-tuned model): those are priced from the
+price table. A rollout stops with a final answer (``final_answer``), at the step limit
+(``max_steps``), when its context passes the harness's ``CONTEXT_WINDOW`` (``context_length_exceeded``,
+mostly after long ``cat`` outputs), when its last response runs out of output tokens
+(``max_output_tokens``, ``LENGTH_CUT_RATE``), or at a failed tool call (``tool_error``).
+
 Each sample has a latent difficulty u ~ U(0, 1); a checkpoint of skill s solves it with
 probability clip((s - u) / BAND + 0.5, 0, 1), so samples far below s are always right, far above
 always wrong, and those within BAND of s vary across attempts. Everything is seeded.
@@ -31,6 +39,18 @@ BASE_CALLS, TUNED_CALLS = 8.0, 3.0
 BASE_TAIL = 0.06  # share of base rollouts that wander past 15 calls
 INFRA_ERROR_RATE = 0.01
 START = datetime(2025, 12, 9, 10, 0, 0, tzinfo=timezone.utc)
+
+# The model and what the platform logs about its cost (metrics/prices.toml lists the same list
+# prices: USD per 1M tokens; reasoning tokens are billed as output).
+BASE_MODEL = "o4-mini-2025-04-16"
+TUNED_MODEL = "ft:o4-mini-2025-04-16:acme:finqa:{label}"
+BASE_PRICE = {"input": 1.10, "output": 4.40, "reasoning": 4.40}
+# Limits of the agent harness: the context it lets a request carry (tokens), the output tokens of
+# one response, and the share of answers whose reasoning runs away into that limit (drawn from a
+# generator of their own, so the other rollouts stay what they were).
+CONTEXT_WINDOW = 21_000
+MAX_OUTPUT_TOKENS = 8_192
+LENGTH_CUT_RATE = 0.005
 
 # Per-tool latency (lognormal: median seconds, sigma) and output size (median chars, sigma).
 TOOL_LATENCY = {"search": (0.40, 0.5), "list": (0.12, 0.4), "cat": (0.25, 0.6)}
@@ -157,7 +177,11 @@ def rollout(sample: Sample, ckpt: Checkpoint, attempt: int, rng: random.Random, 
     input_tokens = output_tokens = reasoning_tokens = 0
     context = 900 + len(sample.prompt) // 4
     stopped = False
+    # where each turn's request began: (context it carried, calls and messages before it, tokens
+    # before it, time before it) -- a request past CONTEXT_WINDOW ends the rollout there
+    turns: list[tuple] = []
     for turn, width in enumerate(_turn_sizes(n_calls, ckpt, rng)):
+        turns.append((context, len(calls), len(msgs), (input_tokens, output_tokens, reasoning_tokens), t))
         think = rng.lognormvariate(math.log(1.8), 0.35)
         t += timedelta(seconds=think)
         input_tokens += context
@@ -197,11 +221,13 @@ def rollout(sample: Sample, ckpt: Checkpoint, attempt: int, rng: random.Random, 
         t = turn_end
         if stopped:
             break
+    turns.append((context, len(calls), len(msgs), (input_tokens, output_tokens, reasoning_tokens), t))
 
+    rollout_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"rolloutlab-synth/{seed}/{ckpt.label}/{sample.sample_id}/{attempt}"))
     record = {
         # unique per (checkpoint, sample, attempt) even across separate generate() calls
-        "rollout_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"rolloutlab-synth/{seed}/{ckpt.label}/{sample.sample_id}/{attempt}")),
-        "run": ckpt.label, "model": "gpt-5-mini" if ckpt.step is None else "ft:gpt-5-mini:finqa",
+        "rollout_id": rollout_id,
+        "run": ckpt.label, "model": BASE_MODEL if ckpt.step is None else TUNED_MODEL.format(label=ckpt.label),
         "checkpoint": ckpt.label, "step": ckpt.step, "split": "valid",
         "sample_id": sample.sample_id, "attempt": attempt, "prompt": sample.prompt,
         "reference": sample.reference,
@@ -212,17 +238,30 @@ def rollout(sample: Sample, ckpt: Checkpoint, attempt: int, rng: random.Random, 
     else:
         t += timedelta(seconds=rng.lognormvariate(math.log(2.5), 0.3))
         input_tokens += context
-        output_tokens += rng.randint(30, 90)
+        final_out = rng.randint(30, 90)
+        output_tokens += final_out
         correct = (not truncated) and rng.random() < p_success
         answer_score = 1.0 if correct else sample.partial_credit
         answer = sample.reference if correct else _wrong_answer(sample.reference, rng)
         format_score = 0.0 if rng.random() < 0.01 else 1.0
         score = 1.0 if correct and format_score == 1.0 else round(0.8 * answer_score + 0.2 * format_score, 3)
+        stop_reason = "max_steps" if truncated else "final_answer"
+        # the limits of the harness, decided after every draw above so that the generator's stream
+        # (and so every other rollout) stays the same: the first request past the context window
+        # ends the rollout before it (no answer); else, rarely, the answer runs out of output tokens
+        cut = next((i for i, turn_start in enumerate(turns) if turn_start[0] > CONTEXT_WINDOW), None)
+        if cut is not None:
+            _, n_kept, n_msgs, (input_tokens, output_tokens, reasoning_tokens), t = turns[cut]
+            del calls[n_kept:]
+            del msgs[n_msgs:]
+            truncated, stop_reason = True, "context_length_exceeded"
+        elif random.Random(f"{rollout_id}/length").random() < LENGTH_CUT_RATE:
+            reasoning_tokens += MAX_OUTPUT_TOKENS - final_out  # the response used every output token
+            truncated, stop_reason = True, "max_output_tokens"
         if truncated:
             score, answer, answer_score, format_score = 0.0, None, 0.0, 0.0
         record.update(
-            status="truncated" if truncated else "ok",
-            stop_reason="max_steps" if truncated else "final_answer",
+            status="truncated" if truncated else "ok", stop_reason=stop_reason,
             final_answer=answer, score=score, error=None,
             grades=[{"grader": "answer", "score": answer_score, "weight": 0.8, "passed": answer_score == 1.0},
                     {"grader": "format", "score": format_score, "weight": 0.2, "passed": format_score == 1.0}],
@@ -234,12 +273,19 @@ def rollout(sample: Sample, ckpt: Checkpoint, attempt: int, rng: random.Random, 
         started_at=_iso(t0), ended_at=_iso(t), latency_s=round((t - t0).total_seconds(), 3),
         usage={"input_tokens": input_tokens, "output_tokens": output_tokens,
                "reasoning_tokens": reasoning_tokens},
-        cost_usd=round(input_tokens * 0.25e-6 + (output_tokens + reasoning_tokens) * 2e-6, 6),
+        # the platform reports a cost for the base model, none (unknown) for a fine-tuned one
+        cost_usd=logged_cost(input_tokens, output_tokens, reasoning_tokens) if ckpt.step is None else None,
         tool_calls=calls,
     )
     if messages:
         record["messages"] = msgs
     return record
+
+
+def logged_cost(input_tokens: int, output_tokens: int, reasoning_tokens: int) -> float:
+    """What the platform logs for a base-model rollout: its tokens at ``BASE_PRICE`` (USD)."""
+    return (input_tokens * BASE_PRICE["input"] + output_tokens * BASE_PRICE["output"]
+            + reasoning_tokens * BASE_PRICE["reasoning"]) / 1e6
 
 
 def generate(samples: int = 200, attempts: int = 3, checkpoints=("base", "step10"), seed: int = 0,

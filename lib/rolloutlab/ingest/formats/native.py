@@ -50,6 +50,7 @@ USAGE_FIELDS = [
     Field("input_tokens", "integer", minimum=0),
     Field("output_tokens", "integer", minimum=0),
     Field("reasoning_tokens", "integer", minimum=0),
+    Field("cached_input_tokens", "integer", minimum=0),  # of input_tokens, read from a prompt cache
 ]
 TOOL_CALL_FIELDS = [
     Field("call_id", "string"),
@@ -225,7 +226,7 @@ def rows_sql(has_run_override: bool, staged: Staged) -> str:
         {v['stop_reason']} AS stop_reason_raw,
         {v['final_answer']} AS final_answer, {v['score']} AS score_given,
         {usage['input_tokens']} AS input_tokens, {usage['output_tokens']} AS output_tokens,
-        {usage['reasoning_tokens']} AS reasoning_tokens,
+        {usage['reasoning_tokens']} AS reasoning_tokens, {usage['cached_input_tokens']} AS cached_input_tokens,
         {v['cost_usd']} AS cost_usd, {v['error']} AS error,
         {v['prompt']} AS prompt, {v['reference']} AS reference, {v['run_meta']} AS run_meta, {has_items}
     FROM _rl_parsed
@@ -339,7 +340,7 @@ def insert_sql() -> list[str]:
             w.stop_reason, w.final_answer,
             coalesce(w.score_given, g.weighted), coalesce(c.n_turns, 0), coalesce(c.n_calls, 0),
             w.input_tokens, w.output_tokens, w.reasoning_tokens, w.cost_usd, w.error,
-            $source_id, w.line_no, w.stop_reason_raw
+            $source_id, w.line_no, w.stop_reason_raw, w.cached_input_tokens
         FROM _rl_ok w JOIN _rl_attempts a USING (line_no) LEFT JOIN calls c USING (line_no)
         LEFT JOIN graded g USING (line_no)""",
         """INSERT INTO tool_calls

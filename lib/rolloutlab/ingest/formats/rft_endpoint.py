@@ -271,7 +271,8 @@ def assemble_sql() -> list[str]:
                g.final_answer, coalesce(g.score, m.score) AS score, coalesce(c.n_turns, 0), coalesce(c.n_calls, 0),
                NULL, NULL, NULL, NULL, nullif(concat_ws('; ', c.errors, m.errors), ''),
                coalesce(g.source_id, c.source_id), coalesce(g.line_no, c.line_no),
-               CASE WHEN g.rollout_id IS NULL THEN 'no grade event' ELSE 'graded' END AS stop_reason_raw
+               CASE WHEN g.rollout_id IS NULL THEN 'no grade event' ELSE 'graded' END AS stop_reason_raw,
+               NULL AS cached_input_tokens
         FROM ids i LEFT JOIN _rl_grade g USING (rollout_id) LEFT JOIN calls c USING (rollout_id)
         LEFT JOIN mean_grade m USING (rollout_id) LEFT JOIN usual_run u ON u.source_id = c.source_id
         LEFT JOIN timed_run t USING (rollout_id)""",

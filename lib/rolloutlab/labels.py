@@ -1,0 +1,373 @@
+"""People's judgements of rollouts: "this one is actually correct" (docs/metrics.md, "Labels").
+
+A label is one person's verdict on one rollout: pass / fail, or a score, with a note, who and
+when. Labels live in the store's ``labels`` table, tied to the rollout id and to no source, so
+re-ingesting the logs keeps them; the lake exports them with the rest. Several people may label
+a rollout, and a person may change their mind: every judgement is kept, and the statistics use
+each person's latest one (``label_truth_sql``).
+
+Writing needs a writable connection (``rolloutlab.connect(db)``); given a ``SharedReader``,
+``label`` lets go of the file, opens a short-lived writing connection, writes, and closes it.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from . import config, store
+from .metrics.common import included_sql, params, resolve_runs, run_sql
+
+LABEL_NOTE_MAX_CHARS = config.LABEL_NOTE_MAX_CHARS  # (config.py)
+LABEL_WHO_MAX_CHARS = config.LABEL_WHO_MAX_CHARS
+LABEL_ID_MAX_CHARS = config.LABEL_ID_MAX_CHARS
+LABEL_SAMPLE_SIZE = config.LABEL_SAMPLE_SIZE
+LABEL_SHOWN_REJECTS = config.LABEL_SHOWN_REJECTS
+
+PASS_WORDS = {"pass", "passed", "correct", "true", "yes", "good", "1"}
+FAIL_WORDS = {"fail", "failed", "incorrect", "wrong", "false", "no", "bad", "0"}
+COLUMNS = ["rollout_id", "run", "sample_id", "value", "passed", "note", "who", "labelled_at", "origin"]
+IMPORT_COLUMNS = ["path", "format", "records", "loaded", "duplicates", "rejected", "unknown_rollouts", "reasons"]
+EXPORT_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
+TEXT_FIELDS = ("rollout_id", "run", "sample_id", "note", "who", "origin")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet would run these as formulas
+
+
+class LabelError(ValueError):
+    """A label that cannot be stored, with the reason."""
+
+
+def parse_value(value) -> tuple[float, bool | None]:
+    """(value, passed) of a judgement: pass / fail (True / False, "pass", "fail", "correct", ...)
+    is 1.0 / 0.0 with ``passed`` set; a number is a score, its pass decided later by the pass
+    threshold (``passed`` None)."""
+    if isinstance(value, bool):
+        return (1.0 if value else 0.0), value
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in PASS_WORDS:
+            return 1.0, True
+        if word in FAIL_WORDS:
+            return 0.0, False
+        try:
+            value = float(word)
+        except ValueError:
+            raise LabelError(f"label {value!r}: use pass / fail or a number") from None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise LabelError(f"label {value!r}: use pass / fail or a number") from None
+    if not math.isfinite(number):
+        raise LabelError(f"label {value!r}: not a finite number")
+    return number, None
+
+
+def _text(value, name: str, limit: int) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value)
+    if len(text) > limit:
+        raise LabelError(f"{name} has {len(text):,} characters; at most {limit:,}")
+    return text
+
+
+def _when(value) -> datetime:
+    """A timestamp as naive UTC within the store's sane window (config.TIMESTAMP_MIN/MAX)."""
+    if value is None or value == "":
+        return datetime.now(timezone.utc).replace(tzinfo=None)
+    try:
+        ts = pd.Timestamp(value)
+    except (ValueError, TypeError):
+        raise LabelError(f"labelled_at {value!r}: not an ISO-8601 timestamp") from None
+    if ts is pd.NaT:
+        raise LabelError(f"labelled_at {value!r}: not an ISO-8601 timestamp")
+    if ts.tzinfo is not None:
+        ts = ts.tz_convert("UTC").tz_localize(None)
+    if not (pd.Timestamp(config.TIMESTAMP_MIN) <= ts < pd.Timestamp(config.TIMESTAMP_MAX)):
+        raise LabelError(f"labelled_at {value!r}: outside {config.TIMESTAMP_MIN} .. {config.TIMESTAMP_MAX}")
+    return ts.to_pydatetime()
+
+
+def _row(rollout_id, value, note=None, who=None, origin=None, labelled_at=None, passed=None) -> tuple:
+    rid = _text(rollout_id, "rollout_id", LABEL_ID_MAX_CHARS)
+    if not rid:
+        raise LabelError("no rollout_id")
+    v, p = parse_value(value)
+    if passed is not None and p is None:  # a score with an explicit verdict (imports)
+        p = passed
+    return (rid, v, p, _text(note, "note", LABEL_NOTE_MAX_CHARS), _text(who, "who", LABEL_WHO_MAX_CHARS),
+            _when(labelled_at), _text(origin, "origin", LABEL_WHO_MAX_CHARS))
+
+
+def insert_sql() -> str:
+    """Insert judgements that are not stored already (same rollout, value, verdict, note, who and
+    time: importing a file twice adds nothing)."""
+    return """
+    INSERT INTO labels
+    SELECT n.* FROM new_labels n
+    WHERE NOT EXISTS (
+        SELECT 1 FROM labels l
+        WHERE l.rollout_id = n.rollout_id AND l.value IS NOT DISTINCT FROM n.value
+          AND l.passed IS NOT DISTINCT FROM n.passed AND l.note IS NOT DISTINCT FROM n.note
+          AND l.who IS NOT DISTINCT FROM n.who AND l.labelled_at IS NOT DISTINCT FROM n.labelled_at)
+    """
+
+
+def _write(con, rows: list[tuple]) -> int:
+    """Insert rows (one transaction), skipping judgements already stored; returns rows added."""
+    frame = pd.DataFrame(rows, columns=["rollout_id", "value", "passed", "note", "who", "labelled_at", "origin"])
+    frame = frame.astype({"rollout_id": object, "value": float, "passed": object, "note": object, "who": object,
+                          "origin": object})
+    frame["labelled_at"] = pd.to_datetime(frame.labelled_at)
+    before = con.execute("SELECT count(*) FROM labels").fetchone()[0]
+    with store.transaction(con):
+        con.register("new_labels_frame", frame)
+        try:
+            con.execute("""CREATE OR REPLACE TEMP TABLE new_labels AS
+                           SELECT DISTINCT rollout_id::VARCHAR AS rollout_id, value::DOUBLE AS value,
+                                  passed::BOOLEAN AS passed, note::VARCHAR AS note, who::VARCHAR AS who,
+                                  labelled_at::TIMESTAMP AS labelled_at, origin::VARCHAR AS origin
+                           FROM new_labels_frame""")
+            con.execute(insert_sql())
+            con.execute("DROP TABLE new_labels")
+        finally:
+            con.unregister("new_labels_frame")
+    return con.execute("SELECT count(*) FROM labels").fetchone()[0] - before
+
+
+def _writable(con, work):
+    """Run ``work(writing_connection)``: on ``con`` itself, or — for a SharedReader — on a
+    short-lived writing connection to the same file, closed right after."""
+    if isinstance(con, store.SharedReader):
+        con.release()  # this process's read handle lets go, so the writer can open the file
+        writer = store.connect(con.path)
+        try:
+            return work(writer)
+        finally:
+            writer.close()
+    if con.execute("SELECT readonly FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]:
+        raise LabelError("This connection is read-only: label through a shared handle (rolloutlab.connect(db, "
+                         "read_only=True)) or a writing connection (rolloutlab.connect(db)).")
+    return work(con)
+
+
+def label(con, rollout_id: str, value, note: str | None = None, who: str | None = None,
+          origin: str = "python", labelled_at=None) -> pd.DataFrame:
+    """Store one judgement of a rollout: ``value`` pass / fail (True / False, "pass", "fail") or a
+    score; ``note`` and ``who`` free text; ``origin`` where it was made (the explorer passes
+    "explorer"). Works on a writable connection, or on a SharedReader through a short-lived
+    writing connection. The rollout must be loaded. Returns the stored row as ``labels`` shows it."""
+    row = _row(rollout_id, value, note, who, origin, labelled_at)
+
+    def work(w):
+        if not w.execute("SELECT count(*) FROM rollouts WHERE rollout_id = ?", [row[0]]).fetchone()[0]:
+            raise LabelError(f"no rollout {row[0]!r} in this database")
+        _write(w, [row])
+        stored = _labels(w, None, [row[0]])
+        mine = (stored.labelled_at == pd.Timestamp(row[5])) & (stored.who.fillna("") == (row[4] or ""))
+        return stored[mine].tail(1).reset_index(drop=True)
+
+    return _writable(con, work)
+
+
+def labels_sql() -> str:
+    """Every judgement with the rollout's run and sample (NULL for a rollout not loaded), oldest
+    first. Parameters: $run (NULL for all), $ids (NULL for all)."""
+    return """
+    SELECT l.rollout_id, r.run_id AS run, r.sample_id, l.value, l.passed, l.note, l.who, l.labelled_at, l.origin
+    FROM labels l LEFT JOIN rollouts r USING (rollout_id)
+    WHERE ($run IS NULL OR r.run_id = $run) AND ($ids IS NULL OR list_contains($ids, l.rollout_id))
+    ORDER BY l.labelled_at, l.rollout_id, l.who NULLS FIRST
+    """
+
+
+def _labels(con, run, ids=None) -> pd.DataFrame:
+    return run_sql(con, labels_sql(), {"run": run, "ids": ids}).df()[COLUMNS]
+
+
+def labels(con, run: str | None = None, rollout_ids=None) -> pd.DataFrame:
+    """Every judgement stored (of one run's rollouts with ``run``; of the given rollouts with
+    ``rollout_ids``, e.g. the one open in the explorer), oldest first: rollout_id, run, sample_id,
+    value, passed, note, who, labelled_at, origin."""
+    if run is not None:
+        [run] = resolve_runs(con, run)
+    ids = [rollout_ids] if isinstance(rollout_ids, str) else None if rollout_ids is None else list(rollout_ids)
+    return _labels(con, run, ids)
+
+
+def label_truth_sql() -> str:
+    """Per labelled rollout: ``y``, the share of its labellers whose latest judgement is a pass
+    (a judgement passes when ``passed`` says so, else when its value reaches $threshold), and how
+    many labellers. Anonymous judgements (no ``who``) count as one labeller. $origin: only
+    judgements whose origin starts with it (NULL: all)."""
+    return """
+    WITH latest AS (
+        SELECT rollout_id, coalesce(passed, value >= $threshold) AS pass,
+               row_number() OVER (PARTITION BY rollout_id, coalesce(who, '')
+                                  ORDER BY labelled_at DESC NULLS LAST, value DESC, note) AS newest
+        FROM labels WHERE $origin IS NULL OR starts_with(coalesce(origin, ''), $origin))
+    SELECT rollout_id, avg(pass::DOUBLE) AS y, count(*) AS labellers
+    FROM latest WHERE newest = 1 AND pass IS NOT NULL GROUP BY rollout_id
+    """
+
+
+def labelling_sample_sql() -> str:
+    """$n counted rollouts of $runs in a seeded random order (a hash of id and seed), the
+    already-labelled ones left out when $unlabelled_only."""
+    return f"""
+    SELECT rollout_id, run_id AS run, sample_id, attempt, status, score
+    FROM ({included_sql()})
+    WHERE NOT ($unlabelled_only AND rollout_id IN (SELECT rollout_id FROM labels))
+    ORDER BY hash(rollout_id || ':' || $seed::VARCHAR), rollout_id
+    LIMIT $n
+    """
+
+
+def labelling_sample(con, run: str, n: int = LABEL_SAMPLE_SIZE, seed: int = 0, unlabelled_only: bool = True,
+                     include_errors: bool = False) -> pd.DataFrame:
+    """``n`` rollouts of ``run`` drawn uniformly at random without replacement (seeded), to label:
+    the subset the prediction-powered estimate needs (labels picked by hand — the audit's
+    suspects, the odd-looking ones — are not a random subset and bias it). Hand the ids to the
+    explorer (``Filters(only=...)``) and label each one."""
+    [run] = resolve_runs(con, run)
+    p = params([run], include_errors, n=int(n), seed=int(seed), unlabelled_only=bool(unlabelled_only))
+    return run_sql(con, labelling_sample_sql(), p).df()
+
+
+# ---------------------------------------------------------------------------------------------
+# Import and export: label elsewhere (a spreadsheet, an annotation tool) and bring them back
+
+
+def _format(path: Path, fmt: str | None) -> str:
+    if fmt is not None:
+        if fmt not in ("csv", "jsonl"):
+            raise LabelError(f"format {fmt!r}: use csv or jsonl")
+        return fmt
+    suffix = path.suffix.lower()
+    if suffix not in EXPORT_FORMATS:
+        raise LabelError(f"{path}: name it .csv or .jsonl (or pass format='csv' / 'jsonl')")
+    return EXPORT_FORMATS[suffix]
+
+
+def _safe_cell(value):
+    """A text cell a spreadsheet will not run as a formula (OWASP CSV injection): a leading
+    ' before = + - @; ``_unsafe_cell`` takes it off again on import."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def _unsafe_cell(value):
+    if isinstance(value, str) and value.startswith("'") and value[1:].startswith(_FORMULA_START):
+        return value[1:]
+    return value
+
+
+def export_labels(con, path, run: str | None = None, format: str | None = None) -> pd.DataFrame:
+    """Write the judgements (``labels(con, run)``) to ``path``: CSV or JSONL by its extension.
+    Returns what was written. In CSV, a text cell that starts like a formula (= + - @) gets a
+    leading ' so spreadsheets show it as text; ``import_labels`` removes it."""
+    path = Path(path)
+    fmt = _format(path, format)
+    df = labels(con, run)
+    out = df.copy()
+    out["labelled_at"] = [None if pd.isna(t) else pd.Timestamp(t).isoformat() for t in out.labelled_at]
+    out["passed"] = [None if pd.isna(p) else bool(p) for p in out.passed]
+    records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+               for r in out.astype(object).to_dict("records")]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    else:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        for r in records:
+            writer.writerow({k: "" if v is None else (_safe_cell(v) if k in TEXT_FIELDS else v) for k, v in r.items()})
+        path.write_text(buffer.getvalue(), encoding="utf-8")
+    return df
+
+
+def _records(path: Path, fmt: str):
+    """(line number, dict or error text) per record of the file."""
+    if fmt == "jsonl":
+        with path.open("rb") as f:
+            for i, raw in enumerate(f, 1):
+                if len(raw) > config.limit("MAX_LINE_BYTES"):
+                    yield i, f"line longer than {config.limit('MAX_LINE_BYTES'):,} bytes"
+                    continue
+                if not raw.strip():
+                    continue
+                try:
+                    rec = json.loads(raw)
+                except (ValueError, UnicodeDecodeError) as exc:
+                    yield i, f"not JSON ({str(exc)[:80]})"
+                    continue
+                yield i, rec if isinstance(rec, dict) else "not a JSON object"
+    else:
+        with path.open(newline="", encoding="utf-8-sig", errors="replace") as f:
+            reader = csv.DictReader(f)
+            for rec in reader:
+                cleaned = {k: (_unsafe_cell(v) if v != "" else None) for k, v in rec.items() if k is not None}
+                yield reader.line_num, cleaned
+
+
+def _as_bool(value) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    if word in PASS_WORDS:
+        return True
+    if word in FAIL_WORDS:
+        return False
+    raise LabelError(f"passed {value!r}: use true / false")
+
+
+def import_labels(con, path, who: str | None = None, origin: str | None = None,
+                  format: str | None = None) -> pd.DataFrame:
+    """Load judgements from a CSV or JSONL file (the columns of ``export_labels``; ``value`` —
+    or ``label`` — is required: pass / fail or a number; ``passed``, ``note``, ``who``,
+    ``labelled_at`` and ``origin`` are optional; ``run`` and ``sample_id`` are ignored). ``who``
+    and ``origin`` fill in where a record has none (origin defaults to ``import:<file name>``).
+    Judgements already stored are skipped, so importing a file twice adds nothing. A record that
+    cannot be read is rejected with its line and reason; labels of rollouts that are not loaded
+    are kept (they apply once the rollout is ingested) and counted.
+
+    Returns one row: path, format, records, loaded, duplicates, rejected, unknown_rollouts,
+    reasons (up to LABEL_SHOWN_REJECTS)."""
+    path = Path(path)
+    fmt = _format(path, format)
+    if not path.is_file():
+        raise LabelError(f"no file {path}")
+    default_origin = origin or f"import:{path.name}"
+    rows, reasons, n = [], [], 0
+    for line, rec in _records(path, fmt):
+        n += 1
+        if isinstance(rec, str):
+            reasons.append(f"line {line}: {rec}")
+            continue
+        value = rec.get("value", rec.get("label"))
+        try:
+            if value is None:
+                raise LabelError("no value (pass / fail or a number)")
+            rows.append(_row(rec.get("rollout_id"), value, rec.get("note"), rec.get("who") or who,
+                             rec.get("origin") or default_origin, rec.get("labelled_at"), _as_bool(rec.get("passed"))))
+        except LabelError as exc:
+            reasons.append(f"line {line}: {exc}")
+
+    def work(w):
+        added = _write(w, rows) if rows else 0
+        ids = sorted({r[0] for r in rows})
+        known = w.execute("SELECT count(DISTINCT rollout_id) FROM rollouts WHERE list_contains(?, rollout_id)",
+                          [ids]).fetchone()[0] if ids else 0
+        return added, len(ids) - known
+
+    added, unknown = _writable(con, work)
+    return pd.DataFrame([{"path": str(path), "format": fmt, "records": n, "loaded": added,
+                          "duplicates": len(rows) - added, "rejected": len(reasons), "unknown_rollouts": unknown,
+                          "reasons": reasons[:LABEL_SHOWN_REJECTS]}], columns=IMPORT_COLUMNS)

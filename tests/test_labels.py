@@ -1,0 +1,255 @@
+"""Labels (rl.label, rl.labels, import / export, the random subset) and grader calibration."""
+from __future__ import annotations
+
+import importlib
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import rolloutlab as rl
+from rolloutlab import stats
+from rolloutlab.calibration import ROLLOUT_SCORE, grader_calibration
+
+from conftest import rollout, write_jsonl
+
+L = importlib.import_module("rolloutlab.labels")  # the module: rolloutlab exports the function labels under that name
+
+
+def rows(df, cols) -> list[list]:
+    """Cells as Python values, a missing one as None."""
+    return [[None if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) else v for v in r]
+            for r in df[cols].astype(object).values.tolist()]
+
+
+def small_run(run="r", n=6, **kw):
+    return [rollout(run, f"s{i}", float(i % 2), rollout_id=f"{run}-{i}", **kw) for i in range(n)]
+
+
+def test_label_and_read_back(load, con):
+    load(small_run())
+    row = L.label(con, "r-0", "pass", note="right answer, wrong units", who="ann")
+    assert row[["rollout_id", "run", "sample_id", "value", "passed", "note", "who", "origin"]].iloc[0].tolist() == \
+        ["r-0", "r", "s0", 1.0, True, "right answer, wrong units", "ann", "python"]
+    L.label(con, "r-1", False, who="bob", origin="explorer")
+    L.label(con, "r-2", 0.75)
+    df = L.labels(con, "r")
+    assert rows(df, ["rollout_id", "value", "passed", "who", "origin"]) == [
+        ["r-0", 1.0, True, "ann", "python"], ["r-1", 0.0, False, "bob", "explorer"], ["r-2", 0.75, None, None, "python"]]
+    assert df.labelled_at.is_monotonic_increasing
+    assert L.labels(con, rollout_ids="r-1").who.tolist() == ["bob"]  # the explorer's open rollout
+    with pytest.raises(L.LabelError, match="no rollout 'nope'"):
+        L.label(con, "nope", "pass")
+    for bad, why in (("maybe", "use pass / fail or a number"), (float("inf"), "not a finite number"),
+                     (None, "use pass / fail or a number")):
+        with pytest.raises(L.LabelError, match=why):
+            L.label(con, "r-0", bad)
+    with pytest.raises(L.LabelError, match="note has 10,001 characters"):
+        L.label(con, "r-0", "pass", note="x" * 10_001)
+    assert len(L.labels(con)) == 3  # nothing stored by the refusals
+
+
+def test_labels_survive_reingest(con, tmp_path):
+    path = write_jsonl(tmp_path / "r.jsonl", small_run())
+    rl.ingest(con, path)
+    L.label(con, "r-3", "fail", who="ann")
+    write_jsonl(path, [dict(r, score=1 - r["score"]) for r in small_run(n=8)])  # changed: its rollouts are replaced
+    assert rl.ingest(con, path).action.tolist() == ["replaced"]
+    df = L.labels(con, "r")
+    assert df[["rollout_id", "run", "sample_id", "passed"]].values.tolist() == [["r-3", "r", "s3", False]]
+
+
+def test_a_shared_reader_labels_through_a_short_lived_writer(con, db_path):
+    rl.ingest(con, write_jsonl(db_path.parent / "r.jsonl", small_run()))
+    con.close()
+    reader = rl.connect(db_path, read_only=True)
+    L.label(reader, "r-1", "pass", who="explorer user", origin="explorer")
+    assert L.labels(reader).rollout_id.tolist() == ["r-1"]  # the reader reads what was written
+    reader.release()  # the reader lets go (it does by itself after READER_IDLE_S)...
+    writer = rl.connect(db_path)  # ...and the labelling writer is closed: a writer opens the file
+    assert writer.execute("SELECT count(*) FROM labels").fetchone()[0] == 1
+    writer.close()
+    reader.close()
+    plain = rl.connect(db_path, read_only=True, shared=False)  # a plain read-only connection cannot write
+    with pytest.raises(L.LabelError, match="This connection is read-only"):
+        L.label(plain, "r-2", "pass")
+    plain.close()
+
+
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_export_and_import_round_trip(load, con, tmp_path, suffix):
+    load(small_run())
+    L.label(con, "r-0", "pass", note="=HYPERLINK(\"http://x\")", who="ann")
+    L.label(con, "r-1", 0.25, note="ünïcode, \"quoted\", two\nlines", who="bob")
+    path = tmp_path / f"labels.{suffix}"
+    written = L.export_labels(con, path)
+    assert len(written) == 2
+    if suffix == "csv":
+        assert "'=HYPERLINK" in path.read_text()  # a spreadsheet shows it as text
+    other = rl.connect(tmp_path / "other.duckdb")
+    rl.ingest(other, write_jsonl(tmp_path / "same.jsonl", small_run()))
+    result = L.import_labels(other, path)
+    assert result[["format", "records", "loaded", "duplicates", "rejected", "unknown_rollouts"]].iloc[0].tolist() == \
+        [suffix, 2, 2, 0, 0, 0]
+    cols = ["rollout_id", "value", "passed", "note", "who", "labelled_at"]
+    assert rows(L.labels(other), cols) == rows(L.labels(con), cols)
+    again = L.import_labels(other, path).iloc[0]
+    assert (again.loaded, again.duplicates) == (0, 2)  # importing twice adds nothing
+    other.close()
+
+
+def test_import_rejects_bad_records_and_keeps_unknown_rollouts(load, con, tmp_path):
+    load(small_run())
+    lines = [{"rollout_id": "r-0", "value": "correct"},
+             {"rollout_id": "r-1", "label": 0, "labelled_at": "2025-03-01T10:00:00+02:00", "who": "cy"},
+             {"rollout_id": "not-loaded-yet", "value": "fail"},
+             {"rollout_id": "r-2", "value": "perhaps"},
+             {"rollout_id": "r-3", "value": 1, "labelled_at": "3025-01-01"},
+             {"value": 1},
+             {"rollout_id": "r-4", "value": 1, "note": "n" * 10_001}]
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join([json.dumps(x) for x in lines] + ["{not json", "[1, 2]"]) + "\n")
+    res = L.import_labels(con, path, who="team").iloc[0]
+    assert (res.records, res.loaded, res.rejected, res.unknown_rollouts) == (9, 3, 6, 1)
+    assert res.reasons[0] == "line 4: label 'perhaps': use pass / fail or a number"
+    assert res.reasons[1].startswith("line 5: labelled_at '3025-01-01': outside")
+    assert res.reasons[2:4] == ["line 6: no rollout_id", "line 7: note has 10,001 characters; at most 10,000"]
+    assert res.reasons[4].startswith("line 8: not JSON") and len(res.reasons) == 5  # the first 5 of 6 reasons
+    df = L.labels(con)
+    assert df.set_index("rollout_id").who.to_dict() == {"r-0": "team", "r-1": "cy", "not-loaded-yet": "team"}
+    assert set(df.origin) == {"import:in.jsonl"}
+    assert str(df.set_index("rollout_id").loc["r-1", "labelled_at"]) == "2025-03-01 08:00:00"  # UTC
+    assert df.set_index("rollout_id").run.isna().loc["not-loaded-yet"]
+    with pytest.raises(L.LabelError, match="name it .csv or .jsonl"):
+        L.import_labels(con, tmp_path / "x.txt")
+
+
+def test_labelling_sample_is_random_seeded_and_skips_labelled(load, con):
+    load(small_run("a", n=200) + small_run("b", n=50))
+    one = L.labelling_sample(con, "a", n=30, seed=1)
+    assert len(one) == 30 and one.rollout_id.is_unique and set(one.run) == {"a"}
+    assert one.rollout_id.tolist() == L.labelling_sample(con, "a", n=30, seed=1).rollout_id.tolist()
+    other = L.labelling_sample(con, "a", n=30, seed=2)
+    assert len(set(one.rollout_id) & set(other.rollout_id)) < 15  # ~30 x 30 / 200 = 4.5 expected
+    # not the first rows in any order: ids spread over the run
+    numbers = sorted(int(r.split("-")[1]) for r in one.rollout_id)
+    assert numbers[0] < 40 and numbers[-1] > 160
+    for rid in one.rollout_id[:10]:
+        L.label(con, rid, "pass")
+    rest = L.labelling_sample(con, "a", n=200, seed=1)
+    assert len(rest) == 190 and not set(rest.rollout_id) & set(one.rollout_id[:10])
+
+
+def test_calibration_on_a_hand_checked_run(load, con):
+    """10 rollouts over 5 samples; the grader passes r-0..r-5 and fails the rest; 6 are labelled."""
+    grader = [1, 1, 1, 1, 1, 1, 0, 0, 0, 0]
+    records = [rollout("r", f"s{i // 2}", float(g), rollout_id=f"r-{i}",
+                       grades=[{"grader": "judge", "score": float(g)}, {"grader": "format", "score": 1.0}])
+               for i, g in enumerate(grader)]
+    load(records)
+    truth = {"r-0": "pass", "r-1": "fail", "r-2": "pass", "r-6": "fail", "r-7": "pass", "r-8": "fail"}
+    for rid, v in truth.items():
+        L.label(con, rid, v, who="ann")
+    L.label(con, "r-1", "pass", who="old", labelled_at="2020-01-01")
+    L.label(con, "r-1", "fail", who="old", labelled_at="2021-01-01")  # bob's latest word counts: fail
+    df = grader_calibration(con, "r", lam=1.0).set_index("grader")
+    assert df.index.tolist() == [ROLLOUT_SCORE, "format", "judge"]
+    j = df.loc["judge"]
+    # labelled: grader 1,1,1,0,0,0 vs truth 1,0,1,0,1,0 -> tp 2, fp 1, fn 1, tn 2
+    assert (j.graded, j.labelled, j.tp, j.fp, j.fn, j.tn) == (10, 6, 2, 1, 1, 2)
+    from sklearn.metrics import cohen_kappa_score
+
+    assert j.accuracy == pytest.approx(4 / 6)
+    assert j.kappa == pytest.approx(cohen_kappa_score([1, 1, 1, 0, 0, 0], [1, 0, 1, 0, 1, 0]))
+    assert j.grader_rate == pytest.approx(0.6) and j.label_rate == pytest.approx(0.5)
+    # PPI (lam = 1): mean of the grader on all 10, plus the mean of (label - grader) on the 6
+    assert j.ppi_rate == pytest.approx(0.6 + (0 - 1 + 0 + 0 + 1 + 0) / 6)
+    f = df.loc["format"]
+    assert (f.tp, f.fp, f.grader_rate, f.kappa) == (3, 3, 1.0, 0.0)  # always passing: no better than chance
+    assert df.loc[ROLLOUT_SCORE, "tp"] == 2  # the rollout's score is the judge's here
+    only = grader_calibration(con, "r", grader="judge")
+    assert only.grader.tolist() == ["judge"]
+    with pytest.raises(ValueError, match="grader 'nope' did not grade run 'r'"):
+        grader_calibration(con, "r", grader="nope")
+    assert grader_calibration(con, "r", origin="import").labelled.tolist() == [0, 0, 0]
+
+
+def planted(rng, run, samples, k, base_rate=(2, 2), shift=0.0):
+    """Rollouts whose true outcome is known; the reward (the score) passes every truly passing
+    rollout and 30% of the truly failing ones."""
+    p = np.clip(rng.beta(*base_rate, samples) + shift, 0, 1)
+    truth = rng.random((samples, k)) < p[:, None]
+    score = truth | (rng.random((samples, k)) < 0.3)
+    recs, true = [], {}
+    for i in range(samples):
+        for j in range(k):
+            rid = f"{run}-{i}-{j}"
+            recs.append(rollout(run, f"q{i:03d}", float(score[i, j]), rollout_id=rid))
+            true[rid] = bool(truth[i, j])
+    return recs, true
+
+
+def test_ppi_covers_the_true_rate_end_to_end(con, tmp_path):
+    """The issue's test through the store: 60 seeds, each a run of 150 samples x 3 attempts whose
+    grader passes 30% of truly failing rollouts, and 150 labels on a random subset
+    (labelling_sample), imported from a file. The PPI interval covers the run's true pass rate in
+    >= 90% of seeds; the grader's naive interval in almost none. With a base run labelled the same
+    way, the PPI difference covers the true difference."""
+    rng = np.random.default_rng(28)
+    seeds, records, truth = 60, [], {}
+    for s in range(seeds):
+        recs, true = planted(rng, f"seed{s:02d}", 150, 3)
+        records += recs
+        truth.update(true)
+    recs, true = planted(rng, "base", 150, 3, shift=-0.15)
+    records += recs
+    truth.update(true)
+    rl.ingest(con, write_jsonl(tmp_path / "planted.jsonl", records))
+    lines = []
+    for run in [f"seed{s:02d}" for s in range(seeds)] + ["base"]:
+        picked = L.labelling_sample(con, run, n=150, seed=7)
+        lines += [{"rollout_id": rid, "value": "pass" if truth[rid] else "fail", "who": "oracle"}
+                  for rid in picked.rollout_id]
+    assert L.import_labels(con, write_jsonl(tmp_path / "labels.jsonl", lines)).loaded[0] == 150 * (seeds + 1)
+    covered = naive = 0
+    for s in range(seeds):
+        run = f"seed{s:02d}"
+        true_rate = np.mean([v for rid, v in truth.items() if rid.startswith(run + "-")])
+        row = grader_calibration(con, run).iloc[0]
+        assert row.grader == ROLLOUT_SCORE and row.labelled == 150 and row.graded == 450
+        covered += row.ppi_ci_low <= true_rate <= row.ppi_ci_high
+        naive += row.grader_ci_low <= true_rate <= row.grader_ci_high
+    print(f"PPI covers the true rate in {covered}/{seeds} seeds, the grader's own CI in {naive}/{seeds}")
+    assert covered / seeds >= 0.9 and naive / seeds <= 0.1
+    diff = grader_calibration(con, "seed00", base="base").iloc[0]
+    rate = {r: np.mean([v for rid, v in truth.items() if rid.startswith(r + "-")]) for r in ("seed00", "base")}
+    assert diff.ppi_diff_ci_low <= rate["seed00"] - rate["base"] <= diff.ppi_diff_ci_high
+    assert diff.ppi_diff == pytest.approx(diff.ppi_rate - diff.base_ppi_rate)
+
+
+def test_ppi_difference_is_paired_by_sample():
+    """Two runs on the same samples whose per-sample outcomes move together: the difference's SE
+    (influence of the difference, cluster by cluster) is well below the SE of two independent
+    estimates, and matches the spread of the difference over simulated replications."""
+    rng = np.random.default_rng(5)
+    samples, k = 300, 2
+    diffs, ses, indep = [], [], []
+    for _ in range(300):
+        p = rng.beta(0.5, 0.5, samples)  # samples are mostly easy or mostly hard: strong pairing
+        tb = rng.random((samples, k)) < p[:, None]
+        tc = rng.random((samples, k)) < np.clip(p + 0.05, 0, 1)[:, None]
+        codes = np.repeat(np.arange(samples), k)
+        ests = []
+        for t in (tb, tc):
+            f = (t | (rng.random(t.shape) < 0.2)).ravel().astype(float)
+            y = np.full(f.size, np.nan)
+            lab = rng.choice(f.size, 150, replace=False)
+            y[lab] = t.ravel()[lab]
+            ests.append(stats.ppi_influence(f, y, codes, samples, 1.0))
+        (tb_, pb, _), (tc_, pc, _) = ests
+        diffs.append(tc_ - tb_)
+        ses.append(stats.influence_se(pc - pb))
+        indep.append(np.hypot(stats.influence_se(pb), stats.influence_se(pc)))
+    assert np.mean(ses) == pytest.approx(np.std(diffs), rel=0.1)
+    assert np.mean(ses) < 0.9 * np.mean(indep)
