@@ -311,3 +311,273 @@ def test_printed_numbers_read_as_people_read_them(db_path, tmp_path, capsys):
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if line.split()[:1] == ["(all)"]).split()
     assert line[1:3] == ["5", f"{5 / 3:.3g}"]  # calls, calls per rollout: 1.67, not 1.667
+
+
+# ---- curate, power, labels, cost, tokens, truncation, failure-modes -----------------------------
+
+@pytest.fixture(scope="module")
+def judged_db(tmp_path_factory):
+    """base and step10 (synthetic, judged; base is a validation split), ingested by the CLI once
+    for the tests below; a test that writes copies it."""
+    from rolloutlab import synth
+
+    folder = tmp_path_factory.mktemp("judged")
+    paths, _ = synth.write_judged(folder / "logs", samples=30, attempts=3, seed=3, hack_rate=0.05)
+    db = folder / "j.duckdb"
+    assert main(["ingest", "--db", str(db), *map(str, paths)]) == 0
+    return db
+
+
+def _lib(db, fn):
+    """``fn(con)`` on the database, read-only (what the command computed, from the library)."""
+    from rolloutlab import store
+
+    con = store.connect(db, read_only=True)
+    try:
+        return fn(con)
+    finally:
+        con.close()
+
+
+def _verdict_counts(out: str) -> dict:
+    from rolloutlab.curation import VERDICTS
+
+    rows = [line.split() for line in out.splitlines()]
+    return {r[0]: int(r[1].replace(",", "")) for r in rows if len(r) == 3 and r[0] in VERDICTS}
+
+
+def test_curate_formats_are_the_datasets_formats():
+    from rolloutlab.cli import CURATE_FORMATS
+    from rolloutlab.datasets import EXPORT_FORMATS
+
+    assert CURATE_FORMATS == EXPORT_FORMATS
+
+
+def test_curate_prints_the_verdicts_of_rl_curate(judged_db, capsys):
+    from rolloutlab.curation import curate
+
+    expected = _lib(judged_db, lambda con: curate(con, "step10", band=(0.2, 0.9), min_attempts=3))
+    capsys.readouterr()
+    assert main(["curate", "--db", str(judged_db), "--run", "step10", "--band", "0.2", "0.9", "--min-attempts", "3",
+                 "--limit", "4"]) == 0
+    out = capsys.readouterr().out
+    assert _verdict_counts(out) == expected.attrs["counts"] and expected.attrs["counts"]["keep"] > 0
+    assert f"step10: {len(expected)} samples (keep: 20%-90% pass rate, at least 3 attempts)" in out
+    a = expected.attrs["splits"]
+    assert f"kept: {a['train']} train, {a['validation']} validation" in out
+    shown = [line.split()[0] for line in out.splitlines() if line.startswith(tuple(expected.sample_id))]
+    assert shown == list(expected.sample_id[:4]) and f"(first 4 of {len(expected)}; --limit 0 for all)" in out
+    assert main(["curate", "--db", str(judged_db), "--run", "step10", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    default = _lib(judged_db, lambda con: curate(con, "step10"))
+    assert [r["verdict"] for r in rows] == list(default.verdict)
+
+
+def test_curate_writes_the_training_files(judged_db, tmp_path, capsys):
+    import pandas as pd
+
+    from rolloutlab.curation import curate
+
+    expected = _lib(judged_db, lambda con: curate(con, "step10", validation_share=0.25, seed=1,
+                                                  keep_validation=False))
+    kept = expected[expected.verdict == "keep"]
+    out_dir = tmp_path / "rft"
+    capsys.readouterr()
+    assert main(["curate", "--db", str(judged_db), "--run", "step10", "--validation-share", "0.25", "--seed", "1",
+                 "--no-keep-validation", "--out", str(out_dir), "--to", "openai-rft"]) == 0
+    out, err = capsys.readouterr()
+    assert _verdict_counts(out) == expected.attrs["counts"]
+    train, validation = (out_dir / "train.jsonl"), (out_dir / "validation.jsonl")
+    n_train, n_val = (int((kept.split == s).sum()) for s in ("train", "validation"))
+    assert n_train > 0 and n_val > 0
+    assert len(train.read_text().splitlines()) == n_train and len(validation.read_text().splitlines()) == n_val
+    manifest = json.loads((out_dir / "curation.json").read_text())
+    assert manifest["counts"] == expected.attrs["counts"] and manifest["exported"] == {"train": n_train,
+                                                                                      "validation": n_val}
+    assert f"wrote {train} ({n_train} train samples" in out and f"wrote {out_dir / 'curation.json'}" in out
+    assert err == ""
+    # verl: Parquet, the same split; the pinned samples stay in validation by default (a warning
+    # naming the command line's switch when the train file is empty)
+    assert main(["curate", "--db", str(judged_db), "--run", "step10", "--out", str(tmp_path / "verl"),
+                 "--to", "verl"]) == 0
+    out, err = capsys.readouterr()
+    manifest = json.loads((tmp_path / "verl" / "curation.json").read_text())
+    assert len(pd.read_parquet(tmp_path / "verl" / "validation.parquet")) == manifest["exported"]["validation"] > 0
+    for warning in manifest["warnings"]:
+        assert "keep_validation=False" not in err and "rolloutlab curate: warning:" in err
+    # --to without --out; an unknown run
+    assert main(["curate", "--db", str(judged_db), "--run", "step10", "--to", "trl"]) == 2
+    assert "add --out DIR" in capsys.readouterr().err
+    assert main(["curate", "--db", str(judged_db), "--run", "nope"]) == 2
+    assert "run 'nope' not found" in capsys.readouterr().err
+
+
+def test_power_prints_the_library_mde_and_sentences(judged_db, capsys):
+    from rolloutlab.power import advice, detectable_sentence, power, size
+
+    lib = _lib(judged_db, lambda con: power(con, "base", "step10", delta=0.1))
+    capsys.readouterr()
+    assert main(["power", "--db", str(judged_db), "--base", "base", "--candidate", "step10", "--delta", "0.1"]) == 0
+    out = capsys.readouterr().out
+    now = next(line for line in out.splitlines() if line.rstrip().endswith("<- now")).split()
+    assert "±" + size(lib.attrs["mde"], "score") in now
+    assert detectable_sentence(lib) in out
+    text = advice(lib)
+    assert text and (text[0].upper() + text[1:] + ".") in out
+    assert main(["power", "--db", str(judged_db), "--base", "base", "--metric", "pass@1", "--alpha", "0.1",
+                 "--power", "0.9", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    lib = _lib(judged_db, lambda con: power(con, "base", metric="pass@1", alpha=0.1, power=0.9))
+    assert doc["mde"] == pytest.approx(lib.attrs["mde"], rel=1e-9) and doc["correlation_source"] == "assumed"
+    assert [d["attempts"] for d in doc["designs"]] == pytest.approx(list(lib.attempts))
+    assert main(["power", "--db", str(judged_db), "--base", "nope"]) == 2
+
+
+def test_labels_sample_import_export(judged_db, tmp_path, capsys):
+    import csv
+    import shutil
+
+    from rolloutlab.labels import labelling_sample
+
+    db = tmp_path / "l.duckdb"
+    shutil.copy(judged_db, db)
+    expected = _lib(db, lambda con: labelling_sample(con, "step10", n=5, seed=7))
+    capsys.readouterr()
+    sheet = tmp_path / "sheet.csv"
+    assert main(["labels", "sample", "--db", str(db), "--run", "step10", "--n", "5", "--seed", "7",
+                 "--out", str(sheet)]) == 0
+    assert f"rolloutlab labels import {sheet} --who NAME" in capsys.readouterr().out
+    rows = list(csv.DictReader(sheet.open()))
+    assert [r["rollout_id"] for r in rows] == list(expected.rollout_id) and "value" in rows[0]
+    rows[0]["value"], rows[1]["value"], rows[1]["note"] = "pass", "0.25", "half right"
+    with sheet.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows[:2])
+    assert main(["labels", "import", str(sheet), "--db", str(db), "--who", "ann"]) == 0
+    assert f"{sheet}: 2 records, 2 labels loaded, 0 already stored, 0 rejected" in capsys.readouterr().out
+    exported = tmp_path / "labels.jsonl"
+    assert main(["labels", "export", "--db", str(db), "--out", str(exported), "--run", "step10"]) == 0
+    assert f"wrote {exported}: 2 labels of step10's rollouts" in capsys.readouterr().out
+    records = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert [(r["rollout_id"], r["value"], r["who"]) for r in records] == [
+        (rows[0]["rollout_id"], 1.0, "ann"), (rows[1]["rollout_id"], 0.25, "ann")]
+    # the exported file carries its times: importing it again adds nothing
+    assert main(["labels", "import", str(exported), "--db", str(db)]) == 0
+    assert "0 labels loaded, 2 already stored" in capsys.readouterr().out
+    # labelled rollouts are not drawn again
+    assert main(["labels", "sample", "--db", str(db), "--run", "step10", "--n", "5", "--seed", "7", "--json"]) == 0
+    again = {r["rollout_id"] for r in json.loads(capsys.readouterr().out)}
+    assert not again & {rows[0]["rollout_id"], rows[1]["rollout_id"]}
+    # nothing readable: exit 1; no database: exit 2 and none created
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"rollout_id": "x"}\nnot json\n')
+    assert main(["labels", "import", str(bad), "--db", str(db)]) == 1
+    assert "2 rejected" in capsys.readouterr().out
+    assert main(["labels", "import", str(sheet), "--db", str(tmp_path / "none.duckdb")]) == 2
+    assert "No database at" in capsys.readouterr().err and not (tmp_path / "none.duckdb").exists()
+
+
+PRICES_TOML = """
+[models."m-a"]
+input = 2.0
+cached_input = 0.5
+output = 8.0
+reasoning = 10.0
+
+[models."ft:m-b"]
+input = 1.0
+output = 4.0
+"""
+
+
+def test_cost_tokens_truncation(db_path, tmp_path, capsys):
+    from conftest import write_jsonl
+    from test_cost import RUN_A, rec, usage
+
+    from rolloutlab import fmt
+
+    mystery = [rec("m", "mystery-model", f"s{i}", 1.0, usage(1000, 100)) for i in range(3)]
+    assert main(["ingest", "--db", str(db_path), str(write_jsonl(tmp_path / "c.jsonl", RUN_A + mystery))]) == 0
+    prices = tmp_path / "prices.toml"
+    prices.write_text(PRICES_TOML)
+    capsys.readouterr()
+    assert main(["cost", "--db", str(db_path), "--prices", str(prices)]) == 0
+    out, err = capsys.readouterr()
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
+    # run a, by hand (tests/test_cost.py): 0.0048 + 0.0044 + 0.1 + 0.007; m: no price, no cost (never 0)
+    assert rows["metric"] == ["a", "m"] and rows["cost_total"] == [fmt.dollars(0.1162), "—"]
+    assert rows["n_excluded"] == ["1", "0"] and rows["cost_coverage"] == ["100%", "0%"]
+    assert err.count("no price for model 'mystery-model'") == 1 and "--prices FILE" in err
+    assert "Platform training fees" in out
+    assert main(["cost", "--db", str(db_path), "--run", "a", "--by", "sample", "--prices", str(prices),
+                 "--json"]) == 0
+    samples = {r["sample_id"]: r["cost_usd"] for r in json.loads(capsys.readouterr().out)}
+    assert samples == pytest.approx({"s1": 0.0048 + 0.0044, "s2": 0.107})
+    assert main(["cost", "--db", str(db_path), "--run", "nope"]) == 2
+
+    assert main(["tokens", "--db", str(db_path), "--run", "a"]) == 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    # counted rollouts of a: 1000+100+200, 2000+50, 500+10, 3000+0+100 tokens
+    assert rows["total_tokens"] == [f"{1300 + 2050 + 510 + 3100:,}"] and rows["rollouts"] == ["4"]
+    assert main(["tokens", "--db", str(db_path), "--run", "a", "--by", "tool"]) == 0
+    out = capsys.readouterr().out
+    cat = next(line for line in out.splitlines() if line.split()[1:2] == ["cat"]).split()
+    assert cat[2:3] == ["3"] and "tool output in characters" in out
+
+    assert main(["truncation", "--db", str(db_path), "--run", "a"]) == 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert rows["truncated"] == ["1"] and rows["truncated_share"] == ["25%"] and rows["length"] == ["1"]
+    assert main(["truncation", "--db", str(db_path), "--by", "step", "--json"]) == 0
+    assert {r["run"]: r["truncated"] for r in json.loads(capsys.readouterr().out)} == {"a": 1, "m": 0}
+
+
+def test_capacity_with_steps_prints_the_job_cost(judged_db, capsys):
+    from rolloutlab import fmt
+    from rolloutlab.metrics import job_cost
+
+    lib = _lib(judged_db, lambda con: job_cost(con, "step10", samples=8, compute_multiplier=2, steps=5))
+    capsys.readouterr()
+    assert main(["capacity", "--db", str(judged_db), "--run", "step10", "--batch-size", "8",
+                 "--compute-multiplier", "2", "--steps", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "a step of 16 rollouts" in out and "a job of 5 step(s) x 16 rollouts" in out
+    job = next(line for line in out.splitlines() if line.split()[:1] == ["job"]).split()
+    assert job[1:3] == ["80", fmt.dollars(lib.cost_usd.iloc[2])]
+    assert "Platform training fees (RFT bills training time per hour) and model-grader tokens are not included" in out
+    assert main(["capacity", "--db", str(judged_db), "--run", "step10", "--steps", "5", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["scope"] for r in doc["job_cost"]] == ["rollout", "step", "job"] and doc["capacity"][0]["tool"] == "(all)"
+    assert main(["capacity", "--db", str(judged_db), "--run", "step10", "--prices", "p.toml"]) == 2
+
+
+def test_failure_modes_and_their_diff(judged_db, capsys):
+    from rolloutlab.failures import VERDICTS, failure_modes, failure_modes_diff
+
+    lib = _lib(judged_db, lambda con: failure_modes(con, "step10", seed=1, n_boot=200))
+    capsys.readouterr()
+    assert main(["failure-modes", "--db", str(judged_db), "--run", "step10", "--seed", "1", "--n-boot", "200",
+                 "--examples", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"step10: {lib.attrs['failures']} failing of {lib.attrs['rollouts']} rollouts, {len(lib)} modes" in out
+    modes = [[m] for m in lib["mode"]]
+    table = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in modes}
+    for row in lib.itertuples():
+        assert table[row.mode][1:3] == [row.kind, str(row.rollouts)]
+        assert row.label in out
+        assert f"  {row.mode}: {', '.join(row.examples[:2])}" in out
+    assert main(["failure-modes", "--db", str(judged_db), "--run", "step10", "--seed", "1", "--n-boot", "200",
+                 "--json"]) == 0
+    assert [m["rollouts"] for m in json.loads(capsys.readouterr().out)] == list(lib.rollouts)
+
+    diff = _lib(judged_db, lambda con: failure_modes_diff(con, "base", "step10", n_boot=200))
+    assert main(["failure-modes", "--db", str(judged_db), "--run", "base", "--candidate", "step10",
+                 "--n-boot", "200"]) == 0
+    out = capsys.readouterr().out
+    assert diff.attrs["sentence"] in out
+    modes = [[m] for m in diff["mode"]]
+    table = [line.split() for line in out.splitlines() if "->" in line and line.split()[:1] in modes]
+    assert [(r[0], r[2], r[3]) for r in table] == [(r.mode, str(r.base_rollouts), str(r.candidate_rollouts))
+                                                   for r in diff.itertuples()]
+    assert [next(v for v in r if v in VERDICTS) for r in table] == list(diff.verdict)
+    assert main(["failure-modes", "--db", str(judged_db), "--run", "base", "--candidate", "base"]) == 2

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rolloutlab as rl
-from rolloutlab.compare import RATIO_METRICS
+from rolloutlab.compare import RATIO_METRICS, per_sample_table
 
 from conftest import rollout
 
@@ -140,6 +140,71 @@ def test_by_step_orders_runs(load, con):
         ["step20", "(no split)", 20, True, 1.0]]
 
 
+def priced_runs():
+    """Per (run, sample): (score, logged cost or None, stop reason) of each attempt; hand-computed:
+
+    base, counted: costs 0.1 + 0.2 + 0.3 + 0.4 + 0.1 + 0.2 + 0.3 = 1.6 over 7 rollouts with a cost;
+    passes with a cost 3 (s1's second pass has no cost; the infra error is not counted):
+    cost_per_solved 1.6 / 3; cut at a limit 3 of 8 (max_tokens, context_length_exceeded, max_turns).
+    cand: 0.05 + 0.05 + 0.05 + 0.15 + 0.10 + 0.10 + 0.05 + 0.05 = 0.6 over 6 passes = 0.1; cut 1 of 8."""
+    ok = "final_answer"
+    return {
+        "base": {"s0": [(1.0, 0.10, ok), (0.0, 0.20, "max_tokens")], "s1": [(1.0, 0.30, ok), (1.0, None, ok)],
+                 "s2": [(0.0, 0.40, "context_length_exceeded"), (0.0, 0.10, ok)],
+                 "s3": [(1.0, 0.20, ok), (0.0, 0.30, "max_turns")]},
+        "cand": {"s0": [(1.0, 0.05, ok), (1.0, 0.05, ok)], "s1": [(1.0, 0.05, ok), (0.0, 0.15, "model_length")],
+                 "s2": [(1.0, 0.10, ok), (0.0, 0.10, ok)], "s3": [(1.0, 0.05, ok), (1.0, 0.05, ok)]}}
+
+
+def load_priced(load):
+    records = []
+    for run, table in priced_runs().items():
+        for sid, attempts in table.items():
+            for score, cost, stop in attempts:
+                extra = {} if cost is None else {"cost_usd": cost}
+                records.append(rollout(run, sid, score, ["search"], stop_reason=stop,
+                                       step=10 if run == "cand" else None,
+                                       status="ok" if stop == "final_answer" else "truncated", **extra))
+    records.append(rollout("base", "s3", 0.0, status="infra_error", stop_reason="error", cost_usd=5.0))
+    return load(records)
+
+
+def test_cost_per_solved_and_truncated_share(load, con):
+    load_priced(load)
+    df = rl.compare(con, "base", "cand", n_boot=500).set_index("metric")
+    solved, cut, per_rollout = df.loc["cost_per_solved"], df.loc["truncated_share"], df.loc["cost_per_rollout"]
+    assert (solved.base, solved.candidate) == (pytest.approx(1.6 / 3), pytest.approx(0.6 / 6))
+    assert solved["diff"] == pytest.approx(0.1 - 1.6 / 3) and solved.unit == "USD"
+    assert solved.ci_low <= solved["diff"] <= solved.ci_high and not math.isnan(solved.p_value)
+    assert (per_rollout.base, per_rollout.candidate) == (pytest.approx(1.6 / 7), pytest.approx(0.6 / 8))
+    assert (cut.base, cut.candidate, cut["diff"]) == (3 / 8, 1 / 8, pytest.approx(-0.25)) and cut.unit == "share"
+    assert cut.ci_low <= cut["diff"] <= cut.ci_high
+    # the same numbers as the cost and truncation tables (every cost here is in the logs)
+    costs = rl.cost(con, ["base", "cand"]).set_index("run")
+    assert costs.cost_per_solved.tolist() == pytest.approx(df.loc["cost_per_solved", ["base", "candidate"]].tolist())
+    assert rl.truncation(con, ["base", "cand"]).truncated_share.tolist() == [3 / 8, 1 / 8]
+    ps = per_sample_table(con, "base", "cand").set_index("sample_id")
+    assert ps.b_passes_costed.tolist() == [1, 1, 0, 1] and ps.b_truncated.tolist() == [1, 0, 1, 1]
+    assert ps.c_passes_costed.tolist() == [2, 1, 1, 2] and ps.c_truncated.tolist() == [0, 1, 0, 0]
+
+
+def test_cost_per_solved_without_passes_or_costs_is_nan(load, con):
+    load([rollout("base", f"s{i}", 0.0, cost_usd=0.1, stop_reason="final_answer") for i in range(3)]
+         + [rollout("cand", f"s{i}", 1.0) for i in range(3)])  # cand: no cost and no stop reason in its logs
+    df = rl.compare(con, "base", "cand", n_boot=200).set_index("metric")
+    assert math.isnan(df.loc["cost_per_solved", "base"]) and math.isnan(df.loc["cost_per_solved", "candidate"])
+    assert df.loc["truncated_share", "base"] == 0.0 and math.isnan(df.loc["truncated_share", "candidate"])
+
+
+def test_by_step_truncated_share(load, con):
+    load_priced(load)
+    load([rollout("nostop", "s0", 1.0, step=20)])  # no stop reason logged: cannot tell, NaN
+    df = rl.by_step(con).set_index("run")
+    assert df.loc["base", "truncated_share"] == 3 / 8 and df.loc["cand", "truncated_share"] == 1 / 8
+    assert math.isnan(df.loc["nostop", "truncated_share"])
+    assert rl.by_step(con, include_errors=True).set_index("run").loc["base", "truncated_share"] == 3 / 9
+
+
 def test_by_step_keeps_train_and_valid_apart(load, con):
     load([rollout("base", "v1", 0.0, split="valid"), rollout("step10", "v1", 1.0, step=10, split="valid"),
           rollout("train-step0", "t1", 0.25, step=0, split="train"),
@@ -251,10 +316,12 @@ def _one_checkpoint(rng, n, k, p, rate):
         "signal_share": (((cnt >= 2) & (smax > smin)).astype(float), (cnt >= 2).astype(float)),
         "tool_calls_per_rollout": ((calls * counted).sum(1), cnt),
         "long_tail_share": (((calls > 15) & counted).sum(1), cnt),
+        "truncated_share": (((calls > 8) & counted).sum(1), cnt),  # no new draws: the stream stays the same
         "turns_per_rollout": ((turns * counted).sum(1), cnt),
         "parallel_width": ((calls * counted).sum(1), (turns * counted).sum(1)),
         "tokens_per_rollout": ((tokens * counted).sum(1), cnt),
         "cost_per_rollout": ((tokens * 2e-6 * counted).sum(1), cnt),
+        "cost_per_solved": ((tokens * 2e-6 * counted).sum(1), (passed & counted).sum(1)),
         "infra_error_rate": (infra.sum(1), np.full(n, k)),
     }
     assert list(columns) == list(RATIO_METRICS)
@@ -269,7 +336,7 @@ def _one_checkpoint(rng, n, k, p, rate):
 
 def test_null_pairs_rarely_show_an_adjusted_change():
     """The issue's simulation: 200 pairs of runs drawn from one checkpoint (100 samples x 3 attempts,
-    11 run metrics, 2 latency percentiles, 2 graders: 15 tests). Unadjusted, about half of the pairs
+    13 run metrics, 2 latency percentiles, 2 graders: 17 tests). Unadjusted, about half of the pairs
     show some "significant" change; after Holm (and BH: under a complete null the FDR is the FWER)
     at most 5% do, up to simulation error (2 standard errors of a share of 200)."""
     from rolloutlab.compare import paired_table
@@ -281,9 +348,9 @@ def test_null_pairs_rarely_show_an_adjusted_change():
         p, rate = rng.beta(1.2, 1.2, n), rng.gamma(3, 1.5, n)  # the checkpoint, as the samples see it
         nb, db, sb = _one_checkpoint(rng, n, k, p, rate)
         nc, dc, sc = _one_checkpoint(rng, n, k, p, rate)
-        # 700 resamples: the latency p-values (bootstrap, floor 2 / 701) can pass Holm's first step, 0.05 / 15
+        # 700 resamples: the latency p-values (bootstrap, floor 2 / 701) can pass Holm's first step, 0.05 / 17
         df = paired_table(nb, db, nc, dc, sb, sc, ["answer", "judge"], n_boot=700, n_perm=1000, seed=i)
-        assert df.attrs["tests"] == 15
+        assert df.attrs["tests"] == 17
         any_raw += bool((df.p_value <= 0.05).any())
         any_holm += bool(df.significant.any())
         any_bh += bool((df.q_bh <= 0.05).any())

@@ -1,4 +1,4 @@
-"""Tokens, dollars, truncation, the frontier and the job budget (metrics/cost.py): hand-made runs
+"""Tokens, dollars, truncation, the frontier and the job budget (metrics/costs.py): hand-made runs
 whose every dollar is worked out below from a given price table; the real tau2 logs (costs given
 in the logs, 0 = unknown for the fine-tuned model); the demo's synthetic logs."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import rolloutlab as rl
 from conftest import FIXTURES, rollout
 from rolloutlab import synth
-from rolloutlab.metrics import cost as C
+from rolloutlab.metrics import costs as C
 from rolloutlab.plots import cost as cost_plots, lint
 
 # USD per 1M tokens. m-a bills reasoning above output, so reasoning must be billed at its own price;

@@ -359,3 +359,102 @@ def test_an_odd_member_name_is_one_sample_not_the_whole_log(real_dir, con, tmp_p
             dst.writestr(name.replace("samples/1_epoch_1", "samples/\u00b2_epoch_1"), src.read(name))
     result = rl.ingest(con, tmp_path / "odd.eval", format="inspect")
     assert result[["action", "records", "loaded"]].values.tolist() == [["loaded", 11, 10]]  # + summaries' sample 1
+
+
+# ---- decoding a member without its transcript (issue 30) --------------------------------------
+
+def _samples_of(path) -> dict[str, bytes]:
+    from rolloutlab.ingest.ziparchive import Archive
+
+    with Archive(path) as archive:
+        return {n: archive.read(n) for n in archive.names() if n.startswith("samples/")}
+
+
+@pytest.mark.parametrize("which", ["zstd fixture", "real deflate"])
+def test_a_member_decodes_as_json_loads_reads_it_less_the_transcript(which):
+    from rolloutlab.ingest.formats.inspectlog import SampleFields, decode_sample
+
+    path = ZSTD_EVAL if which == "zstd fixture" else config.real_data_dir() / "inspect" / EVAL
+    if not path.exists():
+        pytest.skip(f"real logs not found at {config.real_data_dir()}")
+    for name, data in _samples_of(path).items():
+        whole = json.loads(data)
+        decoded = decode_sample(data)
+        assert decoded == {k: v for k, v in whole.items() if k in SampleFields.__struct_fields__}, name
+        assert "events" in whole and "events" not in decoded and "messages" in decoded
+
+
+@pytest.mark.parametrize("data", [
+    b'{"id": 1, "epoch": 1, "events": [NaN, -Infinity], "total_time": Infinity}',  # JSON msgspec refuses
+    b'{"id": 1, "total_time": 1e400}',
+    b'{"id": 123456789012345678901234567890, "target": "\\ud800"}',
+    b'{"id": 1, "id": 2, "scores": {"a": {"value": "C"}, "a": {"value": "I"}}}',  # repeated keys: the last
+    b'[{"id": 1}]',  # not an object: sample_item rejects it
+    b'{"epoch": 2, "store": {"x": [1, 2]}, "attachments": {}}',  # nothing but skipped fields and an epoch
+])
+def test_a_member_msgspec_refuses_or_finds_odd_reads_as_json_loads_reads_it(data):
+    from rolloutlab.ingest.formats.inspectlog import SampleFields, decode_sample
+
+    whole = json.loads(data)
+    want = {k: v for k, v in whole.items() if k in SampleFields.__struct_fields__} if isinstance(whole, dict) else whole
+    assert repr(decode_sample(data)) == repr(want)  # repr: NaN is not equal to itself
+
+
+@pytest.mark.parametrize("data", [b'{"id": 1', b'{"id": "\xff"}', b'{"id": 1} x', b'{"events": ' + b"[" * 100_000])
+def test_an_unreadable_member_raises_what_json_loads_raises(data):
+    from rolloutlab.ingest.formats.inspectlog import decode_sample
+
+    with pytest.raises((ValueError, RecursionError)) as theirs:
+        json.loads(data)
+    with pytest.raises(type(theirs.value)):
+        decode_sample(data)
+
+
+def test_summaries_past_the_zip_limits_are_read_from_the_journal(con, tmp_path, monkeypatch):
+    # 200,000 samples of a browser agent make a summaries.json of 530 MB, past the member cap: the
+    # journal's summaries (one file per flush) still tell a sample missing from the zip
+    members = {}
+    from rolloutlab.ingest.ziparchive import Archive
+
+    with Archive(ZSTD_EVAL) as archive:
+        members = {n: archive.read(n) for n in archive.names()}
+    members["summaries.json"] += b" " * 60_000  # still its JSON, now past the cap below
+    del members["samples/q2_epoch_2.json"]
+    path = tmp_path / "big-summaries.eval"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    monkeypatch.setenv("ROLLOUTLAB_ZIP_MEMBER_MAX_BYTES", str(40_000))
+    result = rl.ingest(con, path)
+    assert result[["records", "loaded", "rejected"]].values.tolist() == [[6, 5, 1]]
+    assert con.execute("SELECT reason FROM rejects").fetchone()[0] == \
+        "sample q2 epoch 2: listed in the journal's summaries but missing from the zip"
+    assert any("summaries.json is unreadable (MemberError" in r and "from its journal (3 summary files)" in r
+               for r in result.reasons[0])
+    # no journal either: nothing to tell, and the note says so
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            if not name.startswith("_journal/summaries/"):
+                zf.writestr(name, data)
+    result = rl.ingest(con, path)
+    assert result[["action", "records", "loaded", "rejected"]].values.tolist() == [["replaced", 5, 5, 0]]
+    assert any("samples missing from the zip cannot be told" in r for r in result.reasons[0])
+
+
+def test_a_large_log_shows_a_bar_of_samples_while_ingest_shows_its_bar(monkeypatch):
+    import io
+
+    from tqdm.auto import tqdm
+
+    from rolloutlab.ingest.formats import inspectlog
+
+    monkeypatch.delenv("CI", raising=False)
+    large = inspectlog.INSPECT_PROGRESS_MIN_SAMPLES
+    assert not inspectlog._progress_shown(large)  # no ingest bar (progress=False, or not a terminal)
+    with tqdm(total=1, desc="ingest", disable=True):
+        assert not inspectlog._progress_shown(large)
+    with tqdm(total=1, desc="ingest", file=io.StringIO(), disable=False):
+        assert inspectlog._progress_shown(large)
+        assert not inspectlog._progress_shown(large - 1)  # a small log: the bar of files says enough
+        monkeypatch.setenv("CI", "true")
+        assert not inspectlog._progress_shown(large)  # quiet in CI

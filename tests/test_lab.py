@@ -53,6 +53,11 @@ def lab(tmp_path_factory):
            FROM rollouts r WHERE run_id = ? ORDER BY n_tool_calls DESC, rollout_id LIMIT 1""", [run]).fetchone()
         for kind, run in (("native", "base"), ("endpoint", "train-step3"), ("tau2", "tau2-airline"))}
     total = con.execute("SELECT count(*) FROM rollouts").fetchone()[0]
+    compared = con.execute("SELECT count(*) FROM rollouts WHERE run_id IN ('base', 'step10')").fetchone()[0]
+    runs = [r for (r,) in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+    # the base's varying samples as the linked variance figure draws them: sorted by mean, then id
+    stats = rl.sample_stats(con, "base").sort_values(["mean", "sample_id"])
+    varying = stats[stats.has_signal].sample_id.tolist()
     con.close()
     # a copy: JupyterLab autosaves, and the stored notebooks must stay without outputs
     notebooks = folder / "notebooks"
@@ -76,7 +81,8 @@ def lab(tmp_path_factory):
     else:
         server.kill()
         pytest.fail("JupyterLab did not start within 60 s")
-    yield url, token, notebooks, {"opened": opened, "total": total, "tau2": tau2}
+    yield url, token, notebooks, {"opened": opened, "total": total, "tau2": tau2, "compared": compared, "runs": runs,
+                                  "varying": varying}
     server.terminate()
     try:
         server.wait(timeout=10)
@@ -92,7 +98,12 @@ def test_explore_notebook_runs_and_the_widget_responds(browser, lab, tmp_path):
     run_all_cells(page)
     count = page.locator(".rl-count").first
     count.wait_for(timeout=120_000)
-    assert f"{data['total']} rollouts match" in count.inner_text()
+    # the explorer starts on the comparison's two runs (the notebook's parameters), not on every run
+    assert f"{data['compared']} rollouts match" in count.inner_text()
+    page.locator(".rl-explorer .widget-select-multiple select").first.select_option(data["runs"])
+    page.wait_for_function(
+        f"() => {{ const c = document.querySelector('.rl-count'); return c && c.textContent.startsWith('{data['total']} rollouts') }}",
+        timeout=30_000)
     search = page.locator(".widget-text input").first
     search.fill("fin-00001")  # the native runs' sample (endpoint samples are fin-train-...)
     page.wait_for_function(
@@ -105,11 +116,11 @@ def test_explore_notebook_runs_and_the_widget_responds(browser, lab, tmp_path):
             continue  # skipped below, with the reason
         rollout_id, sample_id, n_calls, n_messages = row
         search.fill(rollout_id)
-        page.locator(".rl-trajectory").wait_for(state="detached", timeout=30_000)  # the list changed
+        page.locator(".rl-trajectory").first.wait_for(state="detached", timeout=30_000)  # the list changed
         page.wait_for_function("() => { const c = document.querySelector('.rl-count');"
                                "  return c && c.textContent.startsWith('1 rollouts') }", timeout=30_000)
         page.locator(".rl-rows select option").first.click()
-        trajectory = page.locator(".rl-trajectory")
+        trajectory = page.locator(".rl-explorer .rl-trajectory")
         trajectory.wait_for(timeout=15_000)
         assert f"sample {sample_id}" in trajectory.inner_text()
         assert trajectory.locator(".rl-call").count() == n_calls > 0, kind
@@ -120,6 +131,28 @@ def test_explore_notebook_runs_and_the_widget_responds(browser, lab, tmp_path):
             assert n_messages > 0 and trajectory.locator(".rl-role", has_text="user").count() > 0
             assert trajectory.locator("pre.rl-out").count() == n_calls  # each call's output under it
     page.screenshot(path=str(tmp_path / "lab.png"))
+
+    # linked exploration: a click on a bar of the variance figure opens that sample in the explorer
+    figure = page.locator(".rl-linked .js-plotly-plot").first
+    figure.scroll_into_view_if_needed()
+    bars = figure.locator(".barlayer .trace").first.locator(".point")
+    bars.first.wait_for(timeout=60_000)
+    k = bars.count() // 2
+    assert bars.count() == len(data["varying"])  # the base's varying samples, one bar each
+    box = bars.nth(k).bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] - 3)
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] - 3)
+    sample = data["varying"][k]
+    focus = page.locator(".rl-linked .rl-focus").first
+    page.wait_for_function(f"() => [...document.querySelectorAll('.rl-linked .rl-focus')].some("
+                           f"e => e.textContent.includes('sample {sample} in base'))", timeout=30_000)
+    page.wait_for_function(f"() => [...document.querySelectorAll('.rl-linked .rl-trajectory')].some("
+                           f"e => e.textContent.includes('sample {sample} ·'))", timeout=30_000)
+    trajectory = page.locator(".rl-linked .rl-trajectory").first
+    assert f"base · sample {sample} · attempt" in trajectory.inner_text() and "Opened from a figure" in focus.inner_text()
+    rows = page.locator(".rl-linked .rl-rows select option")
+    assert rows.count() >= 2 and all(sample in t for t in rows.all_inner_texts())
+    page.screenshot(path=str(tmp_path / "linked.png"))
     page.close()
     if not data["tau2"].exists():
         pytest.skip(f"native and endpoint rollouts opened; the tau2 one was not: real logs not found at "

@@ -125,6 +125,15 @@ def test_import_rejects_bad_records_and_keeps_unknown_rollouts(load, con, tmp_pa
         L.import_labels(con, tmp_path / "x.txt")
 
 
+def test_a_sheet_without_times_imported_twice_adds_nothing(load, con, tmp_path):
+    load(small_run())
+    path = tmp_path / "sheet.csv"
+    path.write_text("rollout_id,value,note\nr-0,pass,\nr-1,fail,looks wrong\n")
+    assert L.import_labels(con, path).loaded[0] == 2
+    again = L.import_labels(con, path).iloc[0]
+    assert (again.loaded, again.duplicates) == (0, 2) and len(L.labels(con)) == 2
+
+
 def test_labelling_sample_is_random_seeded_and_skips_labelled(load, con):
     load(small_run("a", n=200) + small_run("b", n=50))
     one = L.labelling_sample(con, "a", n=30, seed=1)

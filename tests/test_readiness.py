@@ -54,7 +54,8 @@ def test_healthy_run_passes(run_checks):
         "baseline_nonzero": "pass", "attempts_per_sample": "pass", "signal_share": "pass", "saturation": "pass",
         "reward_granularity": "pass", "infra_errors": "pass", "ungraded": "pass", "rejected_records": "pass",
         "grader_consistency": "pass", "graders": "skip", "grader_vs_labels": "skip",
-        "suspicious_scores": "pass", "tool_output_size": "pass", "long_tail": "pass", "tool_budget": "skip",
+        "suspicious_scores": "pass", "tool_output_size": "pass", "truncation": "skip", "long_tail": "pass",
+        "tool_budget": "skip",
         # 120 samples cannot tell a 5-point change in pass rate from noise (test_power_check)
         "dataset_size": "pass", "power": "warn", "split_leakage": "skip", "split_shift": "skip"}
     assert df.set_index("check").loc["signal_share", "value"] == pytest.approx(0.3)
@@ -79,6 +80,9 @@ def test_attempts_and_signal_skip(run_checks):
 def test_signal_share_levels(run_checks, vary, expected):
     df = run_checks(dataset(vary=vary, easy=0.3))
     assert status(df, "signal_share") == expected
+    advice = df.set_index("check").loc["signal_share", "advice"]
+    points = "`rolloutlab curate --run h`" in advice and "rl.curate(con, 'h')" in advice and "[0.2, 0.8]" in advice
+    assert points == (expected != "pass")
     assert df.set_index("check").loc["signal_share", "value"] == pytest.approx(round(vary * 120) / 120)
 
 
@@ -172,6 +176,44 @@ def test_no_leakage_between_disjoint_splits(load, con):
     df = rl.check(con, "valid-run")
     assert status(df, "split_leakage") == "pass"
     assert status(df, "split_shift") == "pass"
+
+
+def truncated_run(n_cut, n=100, run="t"):
+    """n counted rollouts (50 samples x 2), the first ``n_cut`` cut at the context window after a
+    5,000-character ``cat`` output, the others answered after one 100-character ``search``; plus one
+    infra error (not counted)."""
+    out = []
+    for i in range(n):
+        cut = i < n_cut
+        tools = ["cat", "search"] if cut else ["search"]
+        r = rollout(run, f"s{i // 2:02d}", 0.0 if cut else 1.0, tools, status="truncated" if cut else "ok",
+                    stop_reason="context_length_exceeded" if cut else "final_answer", answer=None if cut else "42")
+        if cut:
+            r["tool_calls"][0]["output_chars"], r["tool_calls"][1]["output_chars"] = 5000, 200
+        out.append(r)
+    out.append(rollout(run, "s00", 0.0, status="infra_error", stop_reason="error"))
+    return out
+
+
+@pytest.mark.parametrize("n_cut, expected", [(0, "pass"), (2, "pass"), (3, "warn"), (10, "warn"), (11, "fail")])
+def test_truncation_check(run_checks, n_cut, expected):
+    df = run_checks(truncated_run(n_cut), run="t")
+    row = df.set_index("check").loc["truncation"]
+    assert (row.status, row.value) == (expected, pytest.approx(n_cut / 100))  # the infra error is not counted
+    assert row.threshold == "warn above 2.0%, fail above 10.0%"
+    if expected != "pass":
+        # cat wrote 5,000 of every 5,200 characters of tool output in the cut rollouts
+        assert "Raise the limit or shorten tool outputs" in row.advice and "cat (96.2%)" in row.advice
+        assert "search" not in row.advice and "mostly at the context window" in row.advice
+        assert row.details.startswith(f"{n_cut} of 100 counted rollouts cut: context {n_cut}")
+
+
+def test_truncation_thresholds_are_listed_and_overridable(run_checks, con):
+    known = rl.readiness.all_thresholds()
+    assert (known["truncation_warn"], known["truncation_fail"]) == (0.02, 0.10)
+    df = run_checks(truncated_run(3), run="t", truncation_warn=0.05)
+    assert status(df, "truncation") == "pass"
+    assert status(rl.check(con, "t", truncation_fail=0.025), "truncation") == "fail"
 
 
 def test_threshold_overrides(run_checks):

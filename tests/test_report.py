@@ -34,9 +34,10 @@ def test_content_escaping_and_self_containment(report_db, tmp_path):
     # outside plotly.js itself (whose logo link is no request), nothing points to the network
     page_only = html.replace(html[html.index("<script"):html.index("</script>") + 9], "", 1)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page_only), "no external resources"
-    for section in ("headline", "readiness", "variance", "tool-calls", "latency", "per-sample", "graders", "suspects",
-                    "capacity", "training", "trainer", "methods"):
-        assert f"<section id='{section}'>" in html
+    for section in ("headline", "readiness", "variance", "tool-calls", "latency", "per-sample", "train-next", "graders",
+                    "calibration", "suspects", "how-it-fails", "capacity", "cost", "training", "trainer", "methods"):
+        assert f"<section id='{section}'>" in html and f"<a href='#{section}'>" in html  # in the contents
+    assert "could not be built" not in html
     assert f"<p class='sub'>rolloutlab {rl.__version__} · generated" in html
     path = rl.write_report(report_db, "base", "cand", tmp_path / "r.html", n_boot=100, progress=False)
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
@@ -304,3 +305,141 @@ def test_infra_errors_and_truncation_that_differ_are_caveats(load, con):
     assert bool(v.loc["coverage", "concern"]) and "10 by both but without a counted rollout" in v.loc["coverage", "line"]
     assert "0 of 40 (0%) in a, 4 of 40 (10%) in b" in v.loc["truncation", "line"]
     assert v.loc["infra", "section"] == v.loc["truncation", "section"] == "methods-rollouts"
+
+
+def _section(html: str, name: str) -> str:
+    part = html[html.index(f"<section id='{name}'>"):]
+    return part[:part.index("</section>")]
+
+
+def test_what_to_train_on_next_and_power(report_db):
+    """Curation counts per verdict (the keep count is curate's), its forecast, the signal along
+    training (two checkpoints), the command that writes the files; the headline's power line."""
+    from rolloutlab import curation
+    from rolloutlab.power import detectable_sentence, power
+    from rolloutlab.htmltext import esc
+
+    html = rl.build_report(report_db, "base", "cand", n_boot=100, progress=False)
+    section = _section(html, "train-next")
+    assert "<h2>What to train on next</h2>" in section
+    cur = curation.curate(report_db, "base")
+    keep = int((cur.verdict == "keep").sum())
+    assert keep == 12  # 1 or 2 of 3 attempts pass: every sample inside the band
+    assert f"<td class='w'>keep</td><td class='n'>{keep}</td>" in section
+    assert f"{keep} of {len(cur)} samples of base are worth training on next" in section
+    for verdict in curation.VERDICTS:
+        assert f"<td class='w'>{verdict}</td><td class='n'>{cur.attrs['counts'][verdict]}</td>" in section
+    plan = curation.forecast(report_db, cur)
+    best = plan[plan.recommended].iloc[0]
+    assert f"With {int(best.k)} attempts per sample (the fewest that reach" in section
+    assert "Learning signal along training" in section and section.count("plotly-graph-div") == 1
+    assert "rolloutlab curate --run base --out DIR --to openai-rft|verl|trl|jsonl" in section
+    headline = _section(html, "headline")
+    sentence = detectable_sentence(power(report_db, "base", "cand"))
+    assert "could detect differences of ±" in sentence and esc(sentence) in headline
+    # no labels: how to make them
+    calibration = _section(html, "calibration")
+    assert "<h2>Graders against people's labels</h2>" in calibration
+    assert "No rollout of base or cand is labelled" in calibration and "rolloutlab labels sample --run cand" in calibration
+    assert "rl.label(con, rollout_id" in calibration
+
+
+def test_how_it_fails_section(report_db):
+    """The failure-mode diff's sentence leads; each mode with its change and one example, whose
+    planted script in the final answer is shown as text."""
+    from rolloutlab import failures
+    from rolloutlab.htmltext import esc
+
+    html = rl.build_report(report_db, "base", "cand", n_boot=200, progress=False)
+    section = _section(html, "how-it-fails")
+    assert "<h2>How it fails</h2>" in section and "plotly-graph-div" in section  # the dumbbell
+    diff = failures.failure_modes_diff(report_db, "base", "cand", n_boot=200)
+    assert f"<p class='verdict' id='failures-lead'>{esc(failures.diff_sentence(diff))}</p>" in section
+    assert "removed F1" in failures.diff_sentence(diff)  # the base's half-failing samples pass in cand
+    f1 = diff.set_index("mode").loc["F1"]
+    assert f"<td class='n'>{f1.rate_diff * 100:+.3g} pp</td>" in section  # -50 pp
+    assert f"{f1.examples_base[0]} (base)" in section  # a fixed mode's example is the base's
+    cand_mode = diff[diff.candidate_rollouts > 0].iloc[0]
+    assert f"{cand_mode.examples_candidate[0]} (cand)" in section
+    assert "<script>window.__pwned" not in section and "<img src=x" not in section
+    assert "<span class='long'>&lt;script&gt;window.__pwned=1&lt;/script&gt;&lt;img src=x onerror=" in section
+
+
+def test_cost_section(load, con):
+    """Per run: dollars from logs and price table; a model without a price says "no price" (never
+    $0, escaped); the frontier; the planned step's rollout cost, training fees not included."""
+    import warnings
+
+    from rolloutlab import fmt
+    from rolloutlab.metrics.costs import cost, job_cost
+
+    records = []
+    for i in range(8):
+        for j in range(2):
+            usage = {"input_tokens": 1000 * (i + 1), "output_tokens": 200 + 10 * j}
+            logged = {"cost_usd": 0.01 * (i + 1)} if i % 2 == 0 else {}
+            records.append(rollout("base", f"s{i}", float((i + j) % 2), ["search"], model="gpt-4.1-mini",
+                                   usage=usage, **logged))
+            records.append(rollout("cand", f"s{i}", float(i % 3 != 0), ["search"], model="my-model <b>x</b>",
+                                   usage=usage, step=5))
+    load(records)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        html = rl.build_report(con, "base", "cand", n_boot=100, progress=False, batch_size=30, compute_multiplier=2)
+    assert not [w for w in caught if "no price" in str(w.message)]  # said in the report instead
+    section = _section(html, "cost")
+    assert "<h2>Cost</h2>" in section and "plotly-graph-div" in section  # the frontier
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        base = cost(con, ["base", "cand"]).set_index("run").loc["base"]
+    assert (f"<td>logs and price table as of ") in section
+    for v in (base.cost_per_rollout, base.cost_per_solved, base.cost_total):
+        assert f"<td class='n'>{fmt.dollars(v)}</td>" in section
+    cand_row = re.search(r"<tr><td class='w'>cand</td>.*?</tr>", section).group(0)
+    assert cand_row.count("no price") == 4 and "$0" not in cand_row and "&lt;b&gt;x&lt;/b&gt;" in cand_row
+    assert "<b>x</b>" not in section and "model my-model &lt;b&gt;x&lt;/b&gt; is not in the price table" in section
+    step = job_cost(con, "base", samples=30, compute_multiplier=2, n_boot=100).set_index("scope").loc["step"]
+    assert "30 × 2 = 60 rollouts" in section
+    assert f"{fmt.dollars(step.cost_usd)} per step (95% CI {fmt.dollars(step.ci_low)}" in section
+    assert "platform training fees not included" in section
+    # beside the endpoint load
+    assert html.index("<section id='capacity'>") < html.index("<section id='cost'>") < html.index("<section id='training'>")
+
+
+def test_grader_calibration_section(report_db):
+    """With labels on cand's rollouts: the calibration table of cand (labelled count, false
+    passes), its findings; base has none."""
+    from rolloutlab.calibration import findings, grader_calibration, report_table
+    from rolloutlab.htmltext import esc
+
+    ids = report_db.execute("SELECT rollout_id, score FROM rollouts WHERE run_id = 'cand' ORDER BY rollout_id").fetchall()
+    for rid, score in ids[:10]:
+        rl.label(report_db, rid, "fail" if score == 1.0 else "pass", note=EVIL, who="<i>me</i>")
+    html = rl.build_report(report_db, "base", "cand", n_boot=100, progress=False)
+    section = _section(html, "calibration")
+    cal = grader_calibration(report_db, "cand")
+    table = report_table(cal)
+    assert "<h3>cand: 10 labelled rollouts</h3>" in section and "base</h3><p class='note'>No labelled rollout." in section
+    row = table.iloc[0]
+    assert f"<td class='n'>{row['labelled']}</td>" in section and esc(row["kappa"]) in section
+    assert esc(row["corrected by labels (PPI)"]) in section
+    said = findings(cal)
+    assert said and all(esc(f) in section for f in said)  # the score passes what the labels fail
+    assert "window.__pwned" not in section and "<i>me</i>" not in section
+
+
+def test_a_failing_section_does_not_kill_the_report(report_db, monkeypatch):
+    from rolloutlab import report
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("price table <b>unreadable</b>")
+
+    monkeypatch.setattr(report, "cost_html", broken)
+    html = rl.build_report(report_db, "base", "cand", n_boot=50, progress=False)
+    section = _section(html, "cost")
+    assert "<h2>Cost</h2>" in section and "could not be built: RuntimeError: price table &lt;b&gt;unreadable" in section
+    assert "<a href='#cost'>Cost</a> <span class='failed'>(failed)</span>" in html
+    assert "<section id='training'>" in html and "<section id='methods'>" in html  # the rest is there
+    assert html.count("could not be built") == 1
+    with pytest.raises(ValueError):  # runs that are not there are still an error, not a report of failures
+        rl.build_report(report_db, "base", "nope", n_boot=50, progress=False)

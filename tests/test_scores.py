@@ -103,11 +103,13 @@ def test_sample_stats(con_r):
 
 
 def _expected_signal(samples: list[tuple[int, int]], k: int) -> tuple[float, float, float]:
-    """Independent path: method-of-moments Beta prior, posterior expectations via lgamma."""
+    """Independent path: method-of-moments Beta prior (the variance of the true rates: the observed
+    variance less the binomial noise p(1-p)/(n-1) of each sample), posterior expectations via lgamma."""
     rates = [c / n for n, c in samples]
     m = statistics.mean(rates)
-    v = statistics.pvariance(rates)
-    strength = max(m * (1 - m) / v - 1, 0.0)
+    v = statistics.pvariance(rates) - statistics.mean(r * (1 - r) / (n - 1) if n > 1 else 0 for r, (n, _) in
+                                                      zip(rates, samples))
+    strength = max(m * (1 - m) / v - 1, 0.0) if v > 0 else 50.0
     a = min(max(m * strength, 0.05), 50.0)
     b = min(max((1 - m) * strength, 0.05), 50.0)
 

@@ -215,7 +215,7 @@ def test_truncated_rollouts_carry_tokens_and_no_answer(records):
 def test_costs_logged_for_the_base_model_only_at_the_price_tables_list_price(records):
     import tomllib
 
-    from rolloutlab.metrics import cost
+    from rolloutlab.metrics import costs as cost
 
     listed = tomllib.loads(cost.PRICES_FILE.read_text())["models"]["o4-mini"]
     assert synth.BASE_MODEL in listed["aliases"]

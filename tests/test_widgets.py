@@ -1,6 +1,8 @@
 """Explorer logic: filters, paging, sorting, selection, compare mode, escaping; and the widget."""
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import pytest
 
@@ -20,6 +22,13 @@ def con_x(load):
     records.append(rollout("base", "evil", 1.0, ["cat", "cat"], answer=EVIL, rollout_id="r-evil", turns=[0, 0]))
     records.append(rollout("base", "s1", None, ["search"], status="infra_error", answer=None))
     return load(records)
+
+
+def parts(app):
+    """(filters, count table, row list, navigation, detail pane) of the explorer."""
+    filters, panel = app.children
+    _, table, rows, nav, detail = panel.children
+    return filters, table, rows, nav, detail
 
 
 def test_filters(con_x):
@@ -50,7 +59,7 @@ def test_missing_values_render_empty(con_x):
     rows, total = wd.page(con_x, wd.Filters(runs=("base",), statuses=("infra_error",)))
     assert rows.final_answer.isna().all()
     [(label, rid)] = wd.row_labels(rows)
-    assert rid == rows.rollout_id[0] and label.split() == ["base", "s1", "1", "infra_error", "1", "1.0"]  # no score, no answer
+    assert rid == rows.rollout_id[0] and label.split() == ["base", "s1", "1", "infra_error", "1", "1"]  # no score, no answer
     assert "final answer: <code class='rl-answer'></code>" in wd.trajectory_html(wd.trajectory(con_x, rows.rollout_id[0]))
 
 
@@ -91,7 +100,7 @@ def test_compare_mode_shows_attempts_per_run(con_x):
 
 def test_widget_builds_and_follows_a_filter_change(con_x):
     app = rl.explore(con_x)
-    filters, table, rows, nav, detail = app.children
+    filters, table, rows, nav, detail = parts(app)
     assert "15 rollouts match" in table.value
     search = filters.children[3]
     search.value = "answer 3"
@@ -233,7 +242,7 @@ def test_trajectory_html_on_store_frames(store, kind):
 
 def _open(app, rollout_id: str) -> str:
     """Search a rollout by its id and click its row, as a user would; the detail pane's HTML."""
-    filters, table, rows, nav, detail = app.children
+    filters, table, rows, nav, detail = parts(app)
     filters.children[3].value = rollout_id
     assert "1 rollouts match" in table.value
     rows.value = rows.options[0][1]
@@ -255,7 +264,7 @@ def test_callback_errors_show_in_the_widget(store, monkeypatch):
     con, _ = store
     rollout_id = _chosen(store, "native")
     app = rl.explore(con)
-    filters, table, rows, nav, detail = app.children
+    filters, table, rows, nav, detail = parts(app)
 
     def boom(*_, **__):
         raise ValueError("<b>bad</b> log text")
@@ -285,3 +294,81 @@ def test_callback_errors_show_in_the_widget(store, monkeypatch):
     monkeypatch.setattr(wd, "suspects", no_audit)
     filters.children[5].value = True  # only suspects
     assert "KeyError: &#x27;&lt;i&gt;run&lt;/i&gt;&#x27;" in detail.value
+
+
+# ---- views pick their runs; opening from code and from a linked figure (issue 25) -----------
+
+def test_the_explorer_starts_on_the_given_runs(con_x, load):
+    """It starts on a comparison's runs, and every loaded run can be added."""
+    load([rollout("side", "x", 0.0)])
+    app = rl.explore(con_x, runs=["cand", "base"])
+    filters, table, rows, nav, detail = parts(app)
+    run_pick = filters.children[0].children[0]
+    assert run_pick.value == ("cand", "base") and set(run_pick.options) == {"base", "cand", "side"}
+    assert "15 rollouts match" in table.value  # base and cand, not the side run
+    run_pick.value = ("side",)
+    assert "1 rollouts match" in table.value
+    with pytest.raises(rl.UnknownRunError):
+        rl.explore(con_x, runs=["nope"])
+
+
+def test_open_a_sample_a_rollout_and_a_call_count_from_code(con_x):
+    app = rl.explore(con_x, runs=["base"])
+    filters, table, rows, nav, detail = parts(app)
+    focus = app.panel.children[0].children[0]
+    app.open_sample("s1", ["base", "cand"])  # the sample's attempts under both runs, side by side
+    assert [r for _, r in rows.options] == wd.attempts(con_x, "s1", ["base", "cand"]).rollout_id.tolist()
+    assert [label.split()[0] for label, _ in rows.options] == ["base", "base", "cand"]
+    assert rows.value == rows.options[0][1] and "rl-compare" in detail.value and "rl-trajectory" in detail.value
+    assert "sample s1 in base, cand" in focus.value and app.parts["show_all"].layout.display is None
+    app.open_rollout("r-evil", note="<i>asks for marks</i>")
+    assert rows.options == (wd.row_labels(wd.page(con_x, wd.Filters(runs=("base",), only=("r-evil",)))[0])[0],)
+    assert rows.value == "r-evil" and "audit: &lt;i&gt;asks for marks&lt;/i&gt;" in detail.value
+    assert "&lt;script&gt;" in detail.value and "<script>" not in detail.value
+    app.open_calls(["base"], 4, 5)
+    assert sorted(label.split()[1] for label, _ in rows.options) == ["s4", "s9"]
+    assert "rollouts with 4 tool calls in base" in focus.value
+    filters.children[3].value = "answer 7"  # a filter changed: the filters rule again
+    assert "1 rollouts match" in table.value and "Opened from a figure" not in focus.value
+    app.open_rollout("no such rollout")  # a bad id says so in the widget
+    assert "KeyError" in detail.value and "no such rollout" in detail.value
+
+
+def test_a_click_on_a_linked_figure_opens_the_point(con_x):
+    """plots.linked: the FigureWidget's click callback opens what the point is."""
+    from plotly.callbacks import InputDeviceState, Points
+    from rolloutlab import plots
+    from rolloutlab.plots import interactive as pi
+    from rolloutlab.plots.linked import target
+
+    app = rl.explore(con_x, runs=["base", "cand"])
+    filters, table, rows, nav, detail = parts(app)
+
+    def click(box, trace: int, point: int):
+        t = box.figure.data[trace]
+        t._dispatch_on_click(Points(point_inds=[point], xs=[t.x[point]], ys=[t.y[point]], trace_name=t.name,
+                                    trace_index=trace), InputDeviceState())
+
+    deltas = rl.sample_deltas(con_x, "base", "cand")
+    box = plots.linked(pi.quadrants(deltas, "base", "cand"), app)
+    assert box.children[1] is app.panel  # the explorer's list and trajectory under the figure
+    sample = html.unescape(box.figure.data[0].customdata[0])
+    click(box, 0, 0)
+    assert {label.split()[1] for label, _ in rows.options} == {sample} and "rl-compare" in detail.value
+    box = plots.linked(pi.latency_vs_score(rl.rollout_table(con_x, ["base", "cand"])), app)
+    rid = box.figure.data[0].customdata[3]
+    click(box, 0, 3)
+    assert rows.value == html.unescape(rid) and "Opened from a figure" in app.panel.children[0].children[0].value
+    assert wd.trajectory_html(wd.trajectory(con_x, html.unescape(rid))) in detail.value
+    dist = rl.distribution_shift(con_x, "base", "cand", "tool_calls")
+    box = plots.linked(pi.tool_calls(dist, "base", "cand"), app)
+    click(box, 0, 1)  # base, the second call count
+    low = int(box.figure.data[0].x[1])
+    assert rows.options and all(int(label.split()[5]) == low for label, _ in rows.options)
+    # ids are stored escaped and opened unescaped
+    assert target({"open": "rollout", "runs": []}, ["r&lt;1&gt;", "why &amp; how"]) == (
+        "open_rollout", {"rollout_id": "r<1>", "note": "why & how"})
+    assert target({"open": "sample", "runs": ["a&amp;b"]}, "s&lt;") == (
+        "open_sample", {"sample_id": "s<", "runs": ["a&b"]})
+    with pytest.raises(ValueError):
+        target(None, ["x"])

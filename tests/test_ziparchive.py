@@ -5,6 +5,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import threading
 import zipfile
 import zlib
 
@@ -112,3 +113,87 @@ def test_a_bomb_in_an_eval_is_one_reject_in_bounded_memory(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
     rejected, peak_mb = int(out[0]), int(out[1])
     assert rejected == 1 and peak_mb < 600, out
+
+
+# ---- reading ahead, and sizes a zip records (issue 30) -----------------------------------------
+
+def zstd_zip(path, members: dict[str, bytes], corrupt: set[str] = frozenset()):
+    """A zip whose members are each one zstd frame (method 93), as inspect_ai writes them; the
+    members in ``corrupt`` record a CRC their contents do not have."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, data in members.items():
+            zf.writestr(zipfile.ZipInfo(name), zstandard.ZstdCompressor().compress(data))
+    raw = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+    central = raw.index(b"PK\x01\x02")
+    for (name, data), info in zip(members.items(), infos):
+        crc = zlib.crc32(data) ^ (1 if name in corrupt else 0)
+        for at in (info.header_offset + 8, central + 10):  # method, then CRC and size after time, date, compressed size
+            struct.pack_into("<H", raw, at, ZSTD_METHOD)
+            struct.pack_into("<L", raw, at + 6, crc)
+            struct.pack_into("<L", raw, at + 14, len(data))
+        central = raw.index(b"PK\x01\x02", central + 4) if name != list(members)[-1] else central
+    path.write_bytes(bytes(raw))
+    return path
+
+
+def _read_all(archive, names):
+    out = {}
+    for name in names:
+        try:
+            out[name] = archive.read(name)
+        except MemberError as exc:
+            out[name] = f"MemberError: {exc}"
+    return out
+
+
+def test_reading_ahead_gives_what_reading_gives_errors_included(tmp_path):
+    members = {f"samples/{i}_epoch_1.json": b'{"id": %d, "text": "%s"}' % (i, b"x" * (i * 997)) for i in range(40)}
+    path = zstd_zip(tmp_path / "a.eval", members, corrupt={"samples/7_epoch_1.json"})
+    names = list(members)
+    with Archive(path) as archive:
+        direct = _read_all(archive, names)
+        assert direct["samples/7_epoch_1.json"].startswith("MemberError") and direct["samples/8_epoch_1.json"] == \
+            members["samples/8_epoch_1.json"]
+        with archive.reading_ahead(names, depth=4):
+            assert archive.read(names[30]) == members[names[30]]  # out of order: read here, the order kept
+            assert _read_all(archive, names) == direct
+        with archive.reading_ahead(names, depth=2):
+            assert archive.read(names[0]) == members[names[0]]
+        # left early: the thread is gone, and reading goes on as usual
+        assert not any(t.name == "zip-read-ahead" for t in threading.enumerate())
+        assert _read_all(archive, names) == direct
+
+
+def test_reading_ahead_deflate_members_beside_other_reads(tmp_path):
+    path = tmp_path / "d.eval"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for i in range(30):
+            zf.writestr(f"samples/{i}_epoch_1.json", b"%d" % i * 5000)
+    with Archive(path) as archive:
+        names = archive.names()
+        with archive.reading_ahead(names[10:], depth=3):
+            for name in names:  # the first ten are not read ahead: zipfile's handle is shared meanwhile
+                assert archive.read(name) == b"%d" % int(name.split("/")[1].split("_")[0]) * 5000
+
+
+def test_a_zstd_member_longer_than_its_recorded_size_is_refused_one_byte_past_it(tmp_path):
+    # a bomb that lies about its size: decompressed no further than the size it claims
+    import tracemalloc
+
+    path = tmp_path / "liar.eval"
+    zstd_member_zip(path, "samples/1_epoch_1.json", b"a" * (64 * 2**20), frames=2)
+    raw = bytearray(path.read_bytes())
+    struct.pack_into("<L", raw, raw.index(b"PK\x03\x04") + 22, 1000)
+    struct.pack_into("<L", raw, raw.index(b"PK\x01\x02") + 24, 1000)
+    path.write_bytes(bytes(raw))
+    with Archive(path) as archive:
+        tracemalloc.start()
+        try:
+            with pytest.raises(MemberError, match="do not match the size and CRC"):
+                archive.read("samples/1_epoch_1.json")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 2**20, peak

@@ -29,10 +29,10 @@ _LAZY = {"build_report": "report", "write_report": "report", "verdict": "report"
          "live": "liveview",
          "live_frame": "liveview",
          # curation (analysis) and the writers of training files
-         "curate": "curate", "signal_by_step": "curate", "write_curated": "datasets",
+         "curate": "curation", "signal_by_step": "curation", "write_curated": "datasets",
          # failure modes (scikit-learn loads with them)
-         "failure_modes": "failure_modes", "failure_mode_of": "failure_modes",
-         "failure_modes_diff": "failure_modes", "trajectory_diff": "failure_modes", "sample_diff": "failure_modes"}
+         "failure_modes": "failures", "failure_mode_of": "failures",
+         "failure_modes_diff": "failures", "trajectory_diff": "failures", "sample_diff": "failures"}
 
 
 def __getattr__(name):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -12,6 +13,11 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 def _add_db(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", help=f"DuckDB file (default: ${config.DB_ENV_VAR} or {config.DEFAULT_DB})")
+
+
+# The layouts ``curate --out`` writes: rolloutlab.datasets.EXPORT_FORMATS (not imported here: it
+# loads pyarrow; tests/test_cli.py checks they agree).
+CURATE_FORMATS = ("openai-rft", "verl", "trl", "jsonl")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,6 +96,114 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", required=True)
     p.add_argument("--batch-size", type=int, help="samples per training step (projects the step's load)")
     p.add_argument("--compute-multiplier", type=int, help="rollouts per sample (default 1); needs --batch-size")
+    p.add_argument("--steps", type=int, metavar="N",
+                   help="also the rollout cost of a job of N such steps (from this run's cost per rollout; "
+                        "training fees not included)")
+    p.add_argument("--prices", type=Path, metavar="FILE", help="a prices TOML file over the package's (with --steps)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("curate", help="which samples to train on next (by learning signal); with --out, the "
+                                      "training files")
+    _add_db(p)
+    p.add_argument("--run", required=True, action="append",
+                   help="run label (repeat for a training run's steps: each sample is judged at its latest)")
+    p.add_argument("--band", nargs=2, type=float, metavar=("LO", "HI"),
+                   help=f"keep samples whose pass rate (or mean score) lies in [LO, HI] "
+                        f"(default {' '.join(map(str, config.CURATE_DEFAULTS['band']))})")
+    p.add_argument("--on", choices=("pass_rate", "mean_score"), help="what the band reads (default pass_rate)")
+    p.add_argument("--min-attempts", type=int, metavar="N", help="fewer counted attempts: few_attempts "
+                                                    f"(default {config.CURATE_DEFAULTS['min_attempts']})")
+    p.add_argument("--validation-share", type=float, metavar="X",
+                   help="share of the kept samples for validation, by whole groups "
+                        f"(default {config.CURATE_DEFAULTS['validation_share']})")
+    p.add_argument("--seed", type=int, metavar="S", help="which groups go to validation (default 0)")
+    p.add_argument("--drop-suspects", action="store_true", help="samples with a rollout the audit flags: suspect")
+    p.add_argument("--audit-base", metavar="RUN", help="with --drop-suspects: the base run the audit compares with")
+    p.add_argument("--no-keep-validation", action="store_true",
+                   help="split by --validation-share even samples other runs evaluated on a validation split")
+    p.add_argument("--pass-threshold", type=float, default=config.PASS_THRESHOLD)
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="write the kept samples' train / validation files and curation.json here")
+    p.add_argument("--to", choices=CURATE_FORMATS, help="layout of the files (with --out; default openai-rft)")
+    p.add_argument("--limit", type=int, default=20, help="without --out: at most this many samples shown "
+                                                         "(default 20; 0 for all)")
+    p.add_argument("--json", action="store_true", help="the samples (with --out: curation.json) as JSON")
+
+    p = sub.add_parser("power", help="which differences a base vs candidate comparison can detect, and the "
+                                     "samples and attempts it needs")
+    _add_db(p)
+    p.add_argument("--base", required=True)
+    p.add_argument("--candidate", help="its covariance with the base comes from the shared samples (default: "
+                                       f"assumed correlation {config.POWER_ASSUMED_CORRELATION})")
+    p.add_argument("--delta", type=float, help="the difference to detect: adds power at it and samples needed")
+    p.add_argument("--alpha", type=float, default=config.POWER_ALPHA, help="two-sided significance level")
+    p.add_argument("--power", type=float, default=config.POWER_TARGET, help="the probability of detecting it")
+    p.add_argument("--metric", choices=("score", "pass@1"), default="score")
+    p.add_argument("--pass-threshold", type=float, default=config.PASS_THRESHOLD)
+    p.add_argument("--include-errors", action="store_true")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("labels", help="people's judgements of rollouts: export, import, a random sample to label")
+    lsub = p.add_subparsers(dest="labels_command", required=True, metavar="{export,import,sample}")
+    q = lsub.add_parser("export", help="write the stored labels to a CSV or JSONL file")
+    _add_db(q)
+    q.add_argument("--out", required=True, type=Path, metavar="FILE", help="FILE.csv or FILE.jsonl")
+    q.add_argument("--run", help="only the labels of this run's rollouts")
+    q = lsub.add_parser("import", help="load labels from a CSV or JSONL file (writes to the database)")
+    q.add_argument("file", type=Path, metavar="FILE", help="columns of `labels export`; value (pass / fail or a "
+                                                           "number) and rollout_id required")
+    _add_db(q)
+    q.add_argument("--who", metavar="NAME", help="labeller for the records that name none")
+    q.add_argument("--json", action="store_true")
+    q = lsub.add_parser("sample", help="a seeded random sample of a run's rollouts to label (unbiased estimates "
+                                       "need a random subset)")
+    _add_db(q)
+    q.add_argument("--run", required=True)
+    q.add_argument("--n", type=int, default=config.LABEL_SAMPLE_SIZE, help="rollouts (default %(default)s)")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--include-labelled", action="store_true", help="also rollouts someone labelled already")
+    q.add_argument("--out", type=Path, metavar="FILE",
+                   help="a labelling sheet (FILE.csv or FILE.jsonl) to fill in and import")
+    q.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("cost", help="dollars per run, per sample or per step (logged costs, else tokens x prices)")
+    _add_db(p)
+    p.add_argument("--run", action="append", help="run label (repeat for several; default: all)")
+    p.add_argument("--by", choices=("run", "sample", "step"), default="run")
+    p.add_argument("--prices", type=Path, metavar="FILE",
+                   help="a prices TOML file over the package's (USD per 1M tokens)")
+    p.add_argument("--pass-threshold", type=float, default=config.PASS_THRESHOLD)
+    p.add_argument("--include-errors", action="store_true", help="count infra errors and ungraded rollouts too")
+    p.add_argument("--limit", type=int, default=50, help="--by sample: at most this many rows (default 50; 0 for all)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("tokens", help="token accounting per run, step, tool or turn")
+    _add_db(p)
+    p.add_argument("--run", action="append", help="run label (repeat for several; default: all)")
+    p.add_argument("--by", choices=("run", "step", "tool", "turn"), default="run")
+    p.add_argument("--include-errors", action="store_true")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("truncation", help="rollouts cut at a limit (output tokens, context, tools, turns, time)")
+    _add_db(p)
+    p.add_argument("--run", action="append", help="run label (repeat for several; default: all)")
+    p.add_argument("--by", choices=("run", "step"), default="run")
+    p.add_argument("--include-errors", action="store_true")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("failure-modes", help="failing rollouts grouped into modes; with --candidate, how the "
+                                             "modes changed")
+    _add_db(p)
+    p.add_argument("--run", required=True, help="the run (the base, with --candidate)")
+    p.add_argument("--candidate", help="compare: modes fitted on both runs' failures, a verdict per mode")
+    p.add_argument("--k", type=int, help="number of modes (default: the best silhouette)")
+    p.add_argument("--method", choices=("average", "kmeans", "hdbscan"), default="average")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--per", choices=("rollouts", "failures"), default="rollouts",
+                   help="with --candidate: what the verdicts read (default: share of rollouts)")
+    p.add_argument("--pass-threshold", type=float, default=config.PASS_THRESHOLD)
+    p.add_argument("--n-boot", type=int, default=config.FAILURE_MODES_N_BOOT, help="bootstrap resamples for the CIs")
+    p.add_argument("--examples", type=int, default=3, help="example rollout ids shown per mode (default 3)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("demo-server", help="the demo's FinQA-like tool and grader endpoints, logging every call "
@@ -132,11 +246,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _print_table(df) -> None:
+def _print_table(df, left=()) -> None:
+    """``df`` without its index; the ``left`` columns (text: labels, reasons) aligned left."""
     import pandas as pd
 
+    formatters, names = {}, {}
+    for col in left:
+        width = max([len(str(col)), *(len(str(v)) for v in df[col])])
+        names[col] = str(col).ljust(width)
+        formatters[names[col]] = lambda v, w=width: f"{str(v):<{w}}"
     with pd.option_context("display.max_columns", None, "display.width", 160):
-        print(df.to_string(index=False))
+        print(df.rename(columns=names).to_string(index=False, formatters=formatters or None))
 
 
 def _metric_format(name: str):
@@ -151,10 +271,11 @@ def _metric_format(name: str):
     return fmt.value
 
 
-def _print_metrics(df) -> None:
-    """Runs as columns, metrics as rows, numbers as people read them (``fmt``; --json keeps them whole)."""
+def _print_metrics(df, format_of=_metric_format) -> None:
+    """Runs as columns, metrics as rows, numbers as people read them (``fmt``; --json keeps them
+    whole). ``format_of(metric)``: the ``fmt`` function of a metric's row."""
     table = df.set_index("run").T
-    table = table.apply(lambda col: [_metric_format(m)(_plain(v)) for m, v in zip(table.index, col)])
+    table = table.apply(lambda col: [format_of(m)(_plain(v)) for m, v in zip(table.index, col)])
     _print_table(table.reset_index(names="metric"))
 
 
@@ -325,12 +446,28 @@ def cmd_export(args) -> int:
 
 
 def cmd_capacity(args) -> int:
-    from .metrics import capacity
+    import json
 
-    df = _read(args, lambda con: capacity(con, args.run, batch_size=args.batch_size,
-                                          compute_multiplier=args.compute_multiplier))
+    from .metrics import capacity, job_cost
+
+    if args.steps is None and args.prices is not None:
+        raise ValueError("--prices prices the job cost of --steps N: add --steps N")
+
+    def query(con):
+        df = capacity(con, args.run, batch_size=args.batch_size, compute_multiplier=args.compute_multiplier)
+        if args.steps is None:
+            return df, None
+        with _price_warnings("capacity"):
+            return df, job_cost(con, args.run, samples=args.batch_size, compute_multiplier=args.compute_multiplier,
+                                steps=args.steps, prices=args.prices)
+
+    df, job = _read(args, query)
     if args.json:
-        print(_json_records(df))
+        if job is None:  # the documented shape: one record per tool
+            print(_json_records(df))
+        else:
+            print(json.dumps({"capacity": json.loads(_json_records(df)), "job_cost": json.loads(_json_records(job))},
+                             indent=2))
         return EXIT_OK
     shown = df.drop(columns=["peak_at", "peak_share", "rate_share", "rollouts_per_step", "projected_sandboxes"],
                     errors="ignore")
@@ -339,6 +476,528 @@ def cmd_capacity(args) -> int:
         print(f"\na step of {df.attrs['rollouts_per_step']:,} rollouts started at once (batch size x compute "
               f"multiplier): {df.attrs['rollouts_per_step']:,} sandboxes alive at once; projected peaks assume each "
               "rollout behaves like this run's (docs/metrics.md, Capacity plan)")
+    if job is not None:
+        _print_job_cost(job)
+    return EXIT_OK
+
+
+def _prices_note(attrs: dict) -> str:
+    """``prices as of DATE (ORIGIN)`` of a cost frame's ``attrs`` ('' when no price was used).
+    A prices file without ``as_of`` leaves a NaN among the dates: only text is a date."""
+    dates = [d for d in attrs.get("prices_as_of") or [] if isinstance(d, str)]
+    origins = [o for o in attrs.get("price_origin") or [] if isinstance(o, str)]
+    if not origins:
+        return ""
+    return f"prices {'as of ' + ', '.join(dates) + ' ' if dates else ''}({', '.join(origins)})"
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _print_job_cost(job) -> None:
+    """``job_cost``'s rows (rollout, step, job) and what they leave out."""
+    import pandas as pd
+
+    from . import fmt
+
+    a = job.attrs
+    print(f"\nrollout cost of a job of {a['steps']:,} step(s) x {a['rollouts_per_step']:,} rollouts "
+          f"({a['samples']:,} samples x compute multiplier {a['compute_multiplier']}), from {a['run']}'s cost per "
+          f"rollout ({a['rollouts_used']:,} of {a['rollouts']:,} rollouts with a cost"
+          + (f", from {a['cost_source']}" if a["cost_source"] else "") + "):")
+    if not a["rollouts_used"]:
+        print(f"  no rollout of {a['run']} has a cost: log cost_usd, or tokens and a model with a price "
+              "(--prices FILE)")
+    else:
+        ci = f"{int(a['ci'] * 100)}% CI"
+        _print_table(pd.DataFrame({
+            "scope": job.scope, "rollouts": [fmt.count(v) for v in job.rollouts],
+            "cost": [fmt.dollars(v) for v in job.cost_usd],
+            ci: [f"{fmt.dollars(lo)} to {fmt.dollars(hi)}" for lo, hi in zip(job.ci_low, job.ci_high)],
+            "p50": [fmt.dollars(v) if s == "rollout" else "" for s, v in zip(job.scope, job.p50)],
+            "p95": [fmt.dollars(v) if s == "rollout" else "" for s, v in zip(job.scope, job.p95)]}))
+        if _prices_note(a):
+            print(_prices_note(a))
+    print(f"{_sentence(a['excludes'])}.")
+
+
+# ---- curate, power, labels, cost, tokens, truncation, failure-modes ---------------------------
+
+
+@contextlib.contextmanager
+def _price_warnings(command: str):
+    """A model without a price warns once per call (``metrics.costs``): each distinct warning goes
+    to stderr once, in the command's words; other warnings are shown as Python shows them."""
+    import warnings
+
+    from .metrics import PriceWarning
+    from .metrics.costs import PRICES_FILE
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PriceWarning)
+        try:
+            yield
+        finally:
+            seen = set()
+            for w in caught:
+                if not issubclass(w.category, PriceWarning):
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+                    continue
+                text = str(w.message)
+                if text not in seen:
+                    seen.add(text)
+                    print(f"rolloutlab {command}: warning: {text}; on the command line: --prices FILE, a TOML "
+                          f"file laid out like {PRICES_FILE}", file=sys.stderr)
+
+
+def _kinds_format(shares=(), dollars=(), counts=(), numbers=()):
+    """``format_of(column)`` for ``_print_metrics`` and ``_people_table``: the named columns by
+    their kind (a name ending in ``_share`` is a share), the rest by ``fmt.value``."""
+    from . import fmt
+
+    def format_of(name: str):
+        if name in shares or name.endswith("_share"):
+            return fmt.share
+        if name in dollars:
+            return fmt.dollars
+        if name in counts:
+            return fmt.count
+        if name in numbers:
+            return fmt.number
+        return fmt.value
+
+    return format_of
+
+
+def _people_table(df, format_of):
+    """``df`` with every cell as text, column by column through ``format_of(column)``."""
+    return df.apply(lambda col: col.map(lambda v: format_of(col.name)(_plain(v))).astype(object))
+
+
+def _one_or_several(runs: list[str]):
+    return runs[0] if len(runs) == 1 else runs
+
+
+_CURATE_WORDS = [("keep_validation=False", "--no-keep-validation"), ("validation_share", "--validation-share")]
+
+
+def _cli_words(text: str) -> str:
+    """The library's parameter names in a message as the command line spells them."""
+    for python, cli in _CURATE_WORDS:
+        text = text.replace(python, cli)
+    return text
+
+
+def _print_verdicts(label: str, counts: dict, samples: int, attrs: dict) -> None:
+    import pandas as pd
+
+    from . import fmt
+
+    band = attrs["band"]
+    shown = (f"{fmt.share(band[0])}-{fmt.share(band[1])} pass rate" if attrs["on"] == "pass_rate"
+             else f"mean score {fmt.number(band[0])}-{fmt.number(band[1])}")
+    print(f"{label}: {samples:,} samples (keep: {shown}, at least {attrs['min_attempts']} attempts)")
+    _print_table(pd.DataFrame({"verdict": list(counts), "samples": [fmt.count(n) for n in counts.values()],
+                               "share": [fmt.share(n / samples) if samples else fmt.MISSING
+                                         for n in counts.values()]}))
+
+
+def _forecast_line(rows: list[dict]) -> str | None:
+    """The forecast of ``curation.json`` in one line."""
+    from . import fmt
+
+    rows = [r for r in rows if r.get("expected_signal_share") is not None]
+    if not rows:
+        return None
+    text = ("expected signal share of the kept samples (attempts per sample: share): "
+            + ", ".join(f"{r['k']}: {fmt.share(r['expected_signal_share'])}" for r in rows))
+    best = next((r for r in rows if r.get("recommended")), None)
+    target = fmt.share(rows[0]["target"])
+    return text + (f"; {target} reached at {best['k']} attempts per sample (the compute multiplier to ask for)"
+                   if best else f"; no number of attempts reaches {target}")
+
+
+def cmd_curate(args) -> int:
+    import json
+
+    import pandas as pd
+
+    from . import fmt
+
+    if args.to and args.out is None:
+        raise ValueError("--to is the layout of the files --out writes: add --out DIR")
+    if args.audit_base and not args.drop_suspects:
+        raise ValueError("--audit-base is the base run of --drop-suspects' audit: add --drop-suspects")
+    run = _one_or_several(args.run)
+    options = dict(band=tuple(args.band) if args.band else None, on=args.on, min_attempts=args.min_attempts,
+                   drop_suspects=args.drop_suspects, audit_base=args.audit_base,
+                   validation_share=args.validation_share, seed=args.seed, keep_validation=not args.no_keep_validation,
+                   pass_threshold=args.pass_threshold)
+    label = ", ".join(args.run)
+    if args.out is None:
+        from .curation import curate
+
+        df = _read(args, lambda con: curate(con, run, **options))
+        if args.json:
+            print(_json_records(df))
+            return EXIT_OK
+        a = df.attrs
+        _print_verdicts(label, a["counts"], a["samples"], a)
+        print(f"kept: {a['splits']['train']:,} train, {a['splits']['validation']:,} validation "
+              f"(by whole groups of the same or near-duplicate prompts)")
+        if len(df):
+            shown = df.head(args.limit) if args.limit else df
+            print()
+            _print_table(pd.DataFrame({
+                "sample_id": shown.sample_id, "verdict": shown.verdict, "split": shown.split.map(fmt.value),
+                "attempts": shown.attempts.map(fmt.count), "pass_rate": shown.pass_rate.map(fmt.share),
+                "reason": shown.reason}), left=("reason",))
+            if len(shown) < len(df):
+                print(f"(first {len(shown)} of {len(df)}; --limit 0 for all)")
+        print(f"\nwrite the kept samples as training files: rolloutlab curate --run {' --run '.join(args.run)} "
+              f"... --out DIR --to {'|'.join(CURATE_FORMATS)}")
+        return EXIT_OK
+
+    from .datasets import write_curated
+
+    manifest = _read(args, lambda con: write_curated(con, run, args.out, to=args.to or "openai-rft", **options))
+    if args.json:
+        print(json.dumps(manifest, indent=2, ensure_ascii=False))
+    else:
+        _print_verdicts(label, manifest["counts"], manifest["samples"], manifest["parameters"])
+        print()
+        for split, facts in manifest["files"].items():
+            if split == "curation":
+                continue
+            print(f"wrote {facts['path']} ({facts['rows']:,} {split} samples, {facts['bytes']:,} bytes, "
+                  f"{manifest['to']})")
+        print(f"wrote {manifest['files']['curation']} (what was curated, how, and from which files)")
+        for why, what in manifest["not_exported"].items():
+            print(f"not exported: {what['samples']:,} kept samples, {why.replace('_', ' ')} "
+                  f"(e.g. {', '.join(what['examples'])})")
+        line = _forecast_line(manifest["forecast"])
+        if line:
+            print(line)
+    for warning in manifest["warnings"]:
+        print(f"rolloutlab curate: warning: {_cli_words(warning)}", file=sys.stderr)
+    return EXIT_OK if sum(manifest["exported"].values()) else EXIT_FAILED
+
+
+POWER_HEADLINE = ["base", "candidate", "metric", "delta", "alpha", "target_power", "samples", "attempts",
+                  "rollouts", "mde", "se", "samples_needed", "power_at_delta", "correlation", "correlation_source",
+                  "observed_diff", "single_attempt"]
+
+
+def cmd_power(args) -> int:
+    import json
+
+    import pandas as pd
+
+    from . import fmt
+    from .power import advice, detectable_sentence, power, size
+
+    df = _read(args, lambda con: power(con, args.base, args.candidate, delta=args.delta, alpha=args.alpha,
+                                       power=args.power, metric=args.metric, pass_threshold=args.pass_threshold,
+                                       include_errors=args.include_errors))
+    a = df.attrs
+    if args.json:
+        headline = json.loads(pd.Series({k: _plain(a[k]) for k in POWER_HEADLINE}).to_json(double_precision=10))
+        print(json.dumps({**headline, "designs": json.loads(_json_records(df))}, indent=2))
+        return EXIT_OK
+    shown = {"attempts": df.attempts.map(fmt.number), "samples": df.samples.map(fmt.count),
+             "rollouts": df.rollouts.map(fmt.number), "design_effect": df.design_effect.map(fmt.number),
+             "se": [fmt.MISSING if v != v else size(v, a["metric"]) for v in df.se],
+             "mde": [fmt.MISSING if v != v else "±" + size(v, a["metric"]) for v in df.mde]}
+    if args.delta is not None:
+        shown.update({f"power at {size(args.delta, a['metric'], signed=True)}": df.power.map(fmt.share),
+                      "samples_needed": df.samples_needed.map(fmt.count),
+                      "rollouts_needed": df.rollouts_needed.map(fmt.count)})
+    shown[""] = ["<- now" if c else "more samples than the run has" if b else ""
+                 for c, b in zip(df.current, df.beyond_run_samples)]
+    what = f"{a['base']} vs {a['candidate']}" if a["candidate"] else a["base"]
+    print(f"{what}: {a['metric']}, designs at the same rollouts per run "
+          f"({fmt.number(a['rollouts'])} = {fmt.count(a['samples'])} samples x {fmt.number(a['attempts'])} attempts)\n")
+    _print_table(pd.DataFrame(shown))
+    print()
+    print(detectable_sentence(df))
+    more = advice(df)
+    if more:
+        print(more[0].upper() + more[1:] + ".")
+    if a["single_attempt"]:
+        print("One attempt per sample: the variance between samples and between attempts cannot be told apart, "
+              "so only the current design is evaluated; run 2 or more attempts per sample to see the others.")
+    return EXIT_OK
+
+
+def _table_file(path: Path, df) -> None:
+    """``df`` as CSV (text cells that start like a formula get a leading ') or JSON lines, by the
+    file's extension."""
+    from .labels import EXPORT_FORMATS, _safe_cell
+
+    kind = EXPORT_FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise ValueError(f"{path}: name it .csv or .jsonl")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "csv":
+        df.apply(lambda col: col.map(_safe_cell) if col.dtype == object else col).to_csv(path, index=False)
+    else:
+        path.write_text(df.to_json(orient="records", lines=True, double_precision=10) + ("\n" if len(df) else ""))
+
+
+def cmd_labels(args) -> int:
+    return {"export": _labels_export, "import": _labels_import, "sample": _labels_sample}[args.labels_command](args)
+
+
+def _labels_export(args) -> int:
+    from .labels import export_labels
+
+    df = _read(args, lambda con: export_labels(con, args.out, run=args.run))
+    whose = f" of {args.run}'s rollouts" if args.run else ""
+    print(f"wrote {args.out}: {len(df):,} labels{whose}, {df.rollout_id.nunique():,} rollouts, "
+          f"{df.who.nunique():,} labellers" + ("" if len(df) else " (none stored yet: rolloutlab labels sample, "
+                                                                  "then rolloutlab labels import FILE)"))
+    return EXIT_OK
+
+
+def _labels_import(args) -> int:
+    from . import store
+    from .labels import import_labels
+
+    path = config.db_path(args.db)
+    if not path.exists():  # a new, empty database would take the labels and match no rollout
+        raise store.StoreError(f"No database at {path}. Import labels into the database that holds the rollouts "
+                               f"(--db DB), or create it first: rolloutlab ingest PATH --db {path}")
+    con = store.connect(args.db)  # writes, as ingest does
+    try:
+        result = import_labels(con, args.file, who=args.who)
+    finally:
+        con.close()
+    row = result.iloc[0]
+    if args.json:
+        print(_json_records(result))
+    else:
+        print(f"{row.path}: {row.records:,} records, {row.loaded:,} labels loaded, {row.duplicates:,} already "
+              f"stored, {row.rejected:,} rejected")
+        for reason in row.reasons:
+            print(f"    {reason}")
+        if row.rejected > len(row.reasons):
+            print(f"    ... and {row.rejected - len(row.reasons):,} more")
+        if row.unknown_rollouts:
+            print(f"{row.unknown_rollouts:,} labelled rollouts are not in {path}: their labels apply once they are "
+                  "ingested")
+    return EXIT_FAILED if row.records and not (row.loaded or row.duplicates) else EXIT_OK
+
+
+def _labels_sample(args) -> int:
+    from .labels import labelling_sample
+
+    if args.n < 1:
+        raise ValueError(f"--n {args.n}: give 1 or more rollouts")
+    df = _read(args, lambda con: labelling_sample(con, args.run, n=args.n, seed=args.seed,
+                                                  unlabelled_only=not args.include_labelled))
+    if args.out is not None:
+        sheet = df.assign(value=None, note=None, who=None)
+        _table_file(args.out, sheet)
+    if args.json:
+        print(_json_records(df))
+        return EXIT_OK
+    if df.empty:
+        print(f"no {'' if args.include_labelled else 'unlabelled '}counted rollouts in {args.run}"
+              + ("" if args.include_labelled else " (--include-labelled draws from every one)"))
+        return EXIT_OK
+    if args.out is None:
+        _print_table(_for_people(df))
+    print(f"{len(df):,} rollouts of {args.run} drawn at random (seed {args.seed})"
+          + ("" if len(df) == args.n else f", all there are of {args.n:,} asked for") + ".")
+    if args.out is not None:
+        print(f"wrote {args.out}: fill in value (pass / fail or a score) and note, then: "
+              f"rolloutlab labels import {args.out} --who NAME")
+    else:
+        print("label every one of them (a hand-picked subset biases the estimates); --out FILE writes a sheet to "
+              "fill in and import")
+    return EXIT_OK
+
+
+COST_COLUMNS = ["model", "price_model", "cost_source", "rollouts", "samples", "cost_coverage", "cost_total",
+                "cost_per_rollout", "cost_per_sample", "cost_per_solved", "mean_score", "passes", "truncated",
+                "cost_truncated", "n_excluded", "cost_excluded", "input_tokens", "output_tokens", "reasoning_tokens"]
+COST_DOLLARS = ("cost_total", "cost_per_rollout", "cost_per_sample", "cost_per_solved", "cost_truncated",
+                "cost_excluded", "cost_usd")
+COST_SAMPLE_COLUMNS = ["run", "sample_id", "rollouts", "score_mean", "passes", "cost_usd", "n_cost", "truncated"]
+
+
+def _by_run(df, columns: list[str], by: str) -> "object":
+    step = ["split", "step"] if by == "step" else []
+    return df[["run", *step, *[c for c in columns if c in df.columns]]]
+
+
+def cmd_cost(args) -> int:
+    from .metrics import cost, cost_per_sample_frame
+
+    def query(con):
+        with _price_warnings("cost"):
+            if args.by == "sample":
+                return cost_per_sample_frame(con, args.run, prices=args.prices, pass_threshold=args.pass_threshold,
+                                             include_errors=args.include_errors)
+            return cost(con, args.run, prices=args.prices, by=args.by, pass_threshold=args.pass_threshold,
+                        include_errors=args.include_errors)
+
+    df = _read(args, query)
+    if args.json:
+        print(_json_records(df))
+        return EXIT_OK
+    if df.empty:
+        print("no rollouts to cost: rolloutlab ingest PATH" if args.by != "sample" else "no counted rollouts")
+        return EXIT_OK
+    format_of = _kinds_format(shares=("cost_coverage",), dollars=COST_DOLLARS)
+    if args.by == "sample":
+        pos = {r: i for i, r in enumerate(dict.fromkeys(df.run))}
+        ordered = df.assign(_pos=df.run.map(pos)).sort_values(["_pos", "cost_usd", "sample_id"],
+                                                              ascending=[True, False, True], kind="stable")
+        shown = ordered[COST_SAMPLE_COLUMNS]
+        if args.limit:
+            shown = shown.head(args.limit)
+        _print_table(_people_table(shown, format_of))
+        if len(shown) < len(df):
+            print(f"(the {len(shown)} costliest samples of {len(df):,}; --limit 0 for all)")
+    else:
+        _print_metrics(_by_run(df, COST_COLUMNS, args.by), format_of)
+        if df.n_excluded.sum():
+            print(f"\n{int(df.n_excluded.sum()):,} infra-error / ungraded rollouts left out (cost_excluded: what they "
+                  "cost; --include-errors counts them)")
+    a = df.attrs
+    print(("\n" if args.by == "sample" or not df.n_excluded.sum() else "")
+          + "cost: the logs' cost_usd where given, else tokens x prices"
+          + (f"; {_prices_note(a)}" if _prices_note(a) else "")
+          + f". {_sentence(a['excludes'])}.")
+    return EXIT_OK
+
+
+TOKEN_COLUMNS = ["model", "rollouts", "rollouts_with_tokens", "input_tokens_mean", "output_tokens_mean",
+                 "reasoning_tokens_mean", "total_tokens_mean", "total_tokens_p50", "total_tokens_p95",
+                 "total_tokens", "tool_output_chars_mean", "truncated_token_share"]
+
+
+def cmd_tokens(args) -> int:
+    from .metrics import tokens
+
+    df = _read(args, lambda con: tokens(con, args.run, by=args.by, include_errors=args.include_errors))
+    if args.json:
+        print(_json_records(df))
+        return EXIT_OK
+    if df.empty:
+        print("no runs loaded yet: rolloutlab ingest PATH" if args.by in ("run", "step") else
+              f"no tool calls in {', '.join(args.run) if args.run else 'any run'}")
+        return EXIT_OK
+    format_of = _kinds_format(shares=("output_share",))
+    if args.by in ("run", "step"):
+        _print_metrics(_by_run(df, TOKEN_COLUMNS, args.by), format_of)
+        print("\nper counted rollout (infra errors and ungraded left out; --include-errors counts them)")
+    else:
+        _print_table(_people_table(df.drop(columns=["unit"], errors="ignore"), format_of))
+        print(f"\ntool output in characters: tool results carry no token counts"
+              + ("; the canonical tables hold no tokens per turn" if args.by == "turn" else ""))
+    return EXIT_OK
+
+
+def cmd_truncation(args) -> int:
+    from .metrics import truncation
+
+    df = _read(args, lambda con: truncation(con, args.run, by=args.by, include_errors=args.include_errors))
+    if args.json:
+        print(_json_records(df))
+        return EXIT_OK
+    if df.empty:
+        print("no runs loaded yet: rolloutlab ingest PATH")
+        return EXIT_OK
+    _print_metrics(df.drop(columns=["step_known"], errors="ignore"), _kinds_format())
+    blind = df.run[(df.with_stop_reason == 0) & (df.truncated == 0)].tolist()
+    if blind:
+        print(f"\nno stop reason in the logs of {', '.join(blind)}: truncation cannot be told there (log why each "
+              "rollout stopped: stop_reason)")
+    print("\ntruncated: cut at a limit (length: output tokens, context, tool_budget, turn_limit, time_limit) or "
+          "marked truncated without one (unspecified); a cut rollout's reward says nothing about its answer")
+    return EXIT_OK
+
+
+def _examples(ids, n: int) -> str:
+    ids = list(ids)
+    return ", ".join(ids[:n]) + (f" (+{len(ids) - n} more)" if len(ids) > n else "")
+
+
+def _mode_json(df) -> str:
+    """The modes without the per-rollout frame (``attrs``), lists kept as lists."""
+    out = df.copy()
+    out.attrs = {}
+    return _json_records(out)
+
+
+def cmd_failure_modes(args) -> int:
+    import pandas as pd
+
+    from . import fmt
+    from .failures import diff_sentence, failure_modes, failure_modes_diff
+
+    if args.examples < 0:
+        raise ValueError(f"--examples {args.examples}: give 0 or more")
+    if args.candidate is None:
+        df = _read(args, lambda con: failure_modes(con, args.run, pass_threshold=args.pass_threshold, k=args.k,
+                                                   method=args.method, seed=args.seed, n_boot=args.n_boot))
+    else:
+        df = _read(args, lambda con: failure_modes_diff(con, args.run, args.candidate,
+                                                        pass_threshold=args.pass_threshold, k=args.k,
+                                                        method=args.method, seed=args.seed, n_boot=args.n_boot,
+                                                        per=args.per))
+    if args.json:
+        print(_mode_json(df))
+        return EXIT_OK
+    a = df.attrs
+    ci = f"{int(a['ci'] * 100)}% CI"
+    how = (f"{a.get('method', args.method)}" + (" linkage" if a.get("method", args.method) == "average" else "")
+           + (f", k = {a['k']} model modes" if "k" in a else "")
+           + (f" by {a['k_chosen_by']}" if "k_chosen_by" in a else ""))
+    if args.candidate is None:
+        print(f"{a['run']}: {a['failures']:,} failing of {a['rollouts']:,} rollouts, {len(df)} modes ({how})")
+        if df.empty:
+            return EXIT_OK
+        print()
+        _print_table(pd.DataFrame({
+            "mode": df["mode"], "kind": df.kind, "rollouts": df.rollouts.map(fmt.count),
+            "share_of_failures": df.share_of_failures.map(fmt.share),
+            ci: [f"{fmt.share(lo)}-{fmt.share(hi)}" if lo == lo else fmt.MISSING
+                 for lo, hi in zip(df.share_ci_low, df.share_ci_high)],
+            "label": df.label}), left=("label",))
+        if args.examples:
+            print("\nexamples (most typical first):")
+            for row in df.itertuples():
+                print(f"  {row.mode}: {_examples(row.examples, args.examples)}")
+    else:
+        print(f"{a['base']} -> {a['candidate']}: {a['base_failures']:,} of {a['base_rollouts']:,} and "
+              f"{a['candidate_failures']:,} of {a['candidate_rollouts']:,} rollouts fail; {len(df)} modes "
+              f"fitted on both ({how})")
+        if df.empty:
+            print(diff_sentence(df))
+            return EXIT_OK
+        print()
+        b, c, d = (("base_rate", "candidate_rate", "rate_diff") if a["per"] == "rollouts"
+                   else ("base_share", "candidate_share", "diff"))
+        unit = "of rollouts" if a["per"] == "rollouts" else "of failures"
+        _print_table(pd.DataFrame({
+            "mode": df["mode"], "kind": df.kind, a["base"]: df.base_rollouts.map(fmt.count),
+            a["candidate"]: df.candidate_rollouts.map(fmt.count),
+            f"share {unit}": [f"{fmt.share(x)} -> {fmt.share(y)}" for x, y in zip(df[b], df[c])],
+            f"{ci} of diff (points)": [fmt.interval(lo * 100, hi * 100) for lo, hi in
+                                       zip(df[f"{d}_ci_low"], df[f"{d}_ci_high"])],
+            "verdict": df.verdict, "label": df.label}), left=("label",))
+        if args.examples:
+            print("\nexamples (most typical first):")
+            for row in df.itertuples():
+                for run, ids in ((a["base"], row.examples_base), (a["candidate"], row.examples_candidate)):
+                    if len(ids):
+                        print(f"  {row.mode} in {run}: {_examples(ids, args.examples)}")
+        print("\n" + diff_sentence(df))
+    print("\nA mode is a pattern failing rollouts share, not a cause: read its examples to find the cause.")
     return EXIT_OK
 
 
@@ -597,7 +1256,9 @@ def cmd_demo(args) -> int:
 
 COMMANDS = {"ingest": cmd_ingest, "watch": cmd_watch, "runs": cmd_runs, "rejects": cmd_rejects, "summary": cmd_summary, "check": cmd_check,
             "compare": cmd_compare, "audit": cmd_audit, "report": cmd_report,
-            "export": cmd_export, "capacity": cmd_capacity, "demo-server": cmd_demo_server, "synth": cmd_synth, "demo": cmd_demo}
+            "export": cmd_export, "capacity": cmd_capacity, "curate": cmd_curate, "power": cmd_power,
+            "labels": cmd_labels, "cost": cmd_cost, "tokens": cmd_tokens, "truncation": cmd_truncation,
+            "failure-modes": cmd_failure_modes, "demo-server": cmd_demo_server, "synth": cmd_synth, "demo": cmd_demo}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from . import config, stats
 from .metrics.common import included_sql, params, resolve_runs, run_sql, selected_sql, threshold
+from .metrics.costs import truncated_sql
 from .metrics.graders import per_sample_grader_scores
 from .metrics.scores import summary
 
@@ -35,10 +36,12 @@ RATIO_METRICS = {
     "signal_share": ("has_signal", "multi", "share"),
     "tool_calls_per_rollout": ("calls", "n", "calls"),
     "long_tail_share": ("tail", "n", "share"),
+    "truncated_share": ("truncated", "n", "share"),
     "turns_per_rollout": ("turns", "n", "turns"),
     "parallel_width": ("calls", "turns", "calls/turn"),
     "tokens_per_rollout": ("tokens", "n_tokens", "tokens"),
     "cost_per_rollout": ("cost", "n_cost", "USD"),
+    "cost_per_solved": ("cost", "passes_costed", "USD"),
     "infra_error_rate": ("infra", "total", "share"),
 }
 PER_SAMPLE_METRICS = ("score", "pass@1", "best_of_n")  # also get the clustered standard error
@@ -47,10 +50,13 @@ GRADER_PREFIX = "grader:"  # per-grader rows: "grader:<name>", the sample's mean
 
 
 def per_sample_sql() -> str:
-    """One row per sample present in either run: both runs' sums side by side (b_*, c_*)."""
+    """One row per sample present in either run: both runs' sums side by side (b_*, c_*). Costs are
+    the rollouts' own (``cost_usd``); ``passes_costed`` counts the passing rollouts with a cost (the
+    denominator of cost_per_solved); ``truncated`` the rollouts cut at a limit (``truncated_sql``),
+    ``stop_known`` those whose stop reason is known."""
     lt = int(config.LONG_TAIL_CALLS)
     cols = ["score_mean", "pass_rate", "best", "has_signal", "multi", "one", "n", "calls", "tail", "turns",
-            "tokens", "n_tokens", "cost", "n_cost", "infra", "total"]
+            "tokens", "n_tokens", "cost", "n_cost", "passes_costed", "truncated", "stop_known", "infra", "total"]
     pick = ", ".join(f"b.{c} AS b_{c}, c.{c} AS c_{c}" for c in cols)
     return f"""
     WITH counted AS (
@@ -62,7 +68,10 @@ def per_sample_sql() -> str:
                sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0))
                    FILTER (WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL) AS tokens,
                count(*) FILTER (WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL) AS n_tokens,
-               sum(cost_usd) AS cost, count(cost_usd) AS n_cost
+               sum(cost_usd) AS cost, count(cost_usd) AS n_cost,
+               count(*) FILTER (WHERE s >= $threshold AND cost_usd IS NOT NULL) AS passes_costed,
+               count(*) FILTER (WHERE {truncated_sql()}) AS truncated,
+               count(*) FILTER (WHERE coalesce(stop_reason, 'unknown') <> 'unknown') AS stop_known
         FROM ({included_sql()}) WHERE sample_id IS NOT NULL GROUP BY run_id, sample_id),
     everything AS (
         SELECT run_id, sample_id, count(*) FILTER (WHERE status = 'infra_error') AS infra, count(*) AS total
@@ -134,6 +143,10 @@ def compare(con: duckdb.DuckDBPyConnection, base: str, candidate: str, pass_thre
                                 for spec in RATIO_METRICS.values()]) if len(shared) else np.empty((0, len(RATIO_METRICS)))
 
     nb, db, nc, dc = columns("b", 0), columns("b", 1), columns("c", 0), columns("c", 1)
+    j = list(RATIO_METRICS).index("truncated_share")
+    for side, den in (("b", db), ("c", dc)):  # logs that name no stop reason cannot tell a truncation: NaN, not 0
+        if not shared[f"{side}_truncated"].fillna(0).sum() and not shared[f"{side}_stop_known"].fillna(0).sum():
+            den[:, j] = 0.0
     graders, g_nb, g_db, g_nc, g_dc = _grader_columns(con, base, candidate, shared.sample_id, thr, include_errors)
     nb, db, nc, dc = (np.hstack([x, g]) for x, g in ((nb, g_nb), (db, g_db), (nc, g_nc), (dc, g_dc)))
     sorted_b, sorted_c = _latencies(con, base, candidate, len(shared), include_errors)
@@ -356,8 +369,21 @@ def shift_test(con: duckdb.DuckDBPyConnection, base: str, candidate: str, metric
 
 NO_SPLIT = "(no split)"
 BY_STEP_COLUMNS = ["run", "split", "step", "step_known", "rollouts", "samples", "mean_score", "pass_at_1", "best_of_n", "signal_share",
-                   "tool_calls_mean", "long_tail_share", "turns_mean", "latency_p95", "input_tokens_mean",
-                   "output_tokens_mean", "n_excluded", "n_infra_error", "n_ungraded"]
+                   "tool_calls_mean", "long_tail_share", "truncated_share", "turns_mean", "latency_p95",
+                   "input_tokens_mean", "output_tokens_mean", "n_excluded", "n_infra_error", "n_ungraded"]
+
+
+def truncated_share_sql() -> str:
+    """Per run ($runs): the share of counted rollouts ($include_errors) cut at a limit
+    (``truncated_sql``; as ``metrics.costs.truncation``); NULL when none is truncated and none names
+    a stop reason (the logs cannot tell)."""
+    return f"""
+    SELECT run_id AS run,
+           CASE WHEN count(*) FILTER (WHERE {truncated_sql()}) > 0
+                  OR count(*) FILTER (WHERE coalesce(stop_reason, 'unknown') <> 'unknown') > 0
+                THEN count(*) FILTER (WHERE {truncated_sql()}) / count(*) END AS truncated_share
+    FROM ({included_sql()}) GROUP BY run_id
+    """
 
 
 def by_step(con: duckdb.DuckDBPyConnection, runs=None, pass_threshold: float | None = None,
@@ -365,11 +391,15 @@ def by_step(con: duckdb.DuckDBPyConnection, runs=None, pass_threshold: float | N
     """Metrics per training step, one row per run, ordered by split then step: the curves that
     show tool calls falling as accuracy rises. Train and validation runs are separate lines
     (``split``; ``(no split)`` where a run names none), never one. A run without a step (a base
-    model) is placed at step 0 of its own split with ``step_known`` False, so figures can mark it."""
+    model) is placed at step 0 of its own split with ``step_known`` False, so figures can mark it.
+    ``truncated_share``: the counted rollouts cut at a limit (as ``metrics.costs.truncation``; NaN
+    when the run's logs name no stop reason)."""
     labels = resolve_runs(con, runs)
     info = {r: (step, split) for r, step, split in con.execute(
         "SELECT run_id, step, split FROM runs WHERE list_contains(?, run_id)", [labels]).fetchall()}
     df = summary(con, labels, pass_threshold=pass_threshold, ks=(1,), include_errors=include_errors)
+    cut = run_sql(con, truncated_share_sql(), params(labels, include_errors)).df()
+    df["truncated_share"] = df.run.map(dict(zip(cut.run, cut.truncated_share.astype(float)))).astype(float)
     df["split"] = [info[r][1] or NO_SPLIT for r in df.run]
     df["step_known"] = [info[r][0] is not None for r in df.run]
     df["step"] = [int(info[r][0]) if info[r][0] is not None else 0 for r in df.run]

@@ -197,7 +197,7 @@ LABEL_ID_MAX_CHARS = 1_000
 LABEL_SAMPLE_SIZE = 150
 LABEL_SHOWN_REJECTS = 5
 
-# Cost (metrics/cost.py): the price table shipped with the package (USD per 1M tokens, dated;
+# Cost (metrics/costs.py): the price table shipped with the package (USD per 1M tokens, dated;
 # rl.cost(prices=...) takes your own file or dict), the tools the truncation check names, the
 # formats whose output_tokens already count reasoning (Inspect's ModelUsage), the providers whose
 # "<provider>/<model>" names are priced as <model>, and the resamples of cost CIs.
@@ -261,3 +261,54 @@ def progress_disabled() -> bool | None:
     if os.environ.get("CI"):
         return True
     return None  # tqdm decides from the stream (None = off when not a TTY)
+
+
+# failure modes (failures.py)
+FAILURE_MODES_K_MAX = 12            # k is chosen in 2..min(K_MAX, sqrt(failures / 2)) by silhouette (k= overrides)
+FAILURE_MODES_SILHOUETTE_SAMPLE = 2000  # failures the silhouette of each k is measured on
+FAILURE_MODES_LINKAGE_MAX = 4000    # average linkage: distinct failure vectors linked (a seeded sample beyond)
+FAILURE_MODES_MIN_SIZE = 3          # HDBSCAN's smallest mode; also: fewer failures than 2x this -> one mode
+FAILURE_MODES_SVD_DIMS = 48         # dimensions the feature vectors are reduced to
+FAILURE_MODES_EXAMPLES = 3          # example rollout ids per mode, the most typical first
+FAILURE_MODES_LABEL_FEATURES = 3    # features named in a mode's label
+FAILURE_MODES_LABEL_MIN_SHARE = 0.5  # a feature names a mode only when at least this share of it has it...
+FAILURE_MODES_LABEL_MIN_DIFF = 0.2   # ...and this much more of it than of the other failures
+FAILURE_MODES_N_BOOT = 1000         # bootstrap resamples (over samples) for the CIs of mode shares
+FAILURE_MODES_VERDICT_RESIDUAL = 0.1  # "fixed"/"new": the smaller side at most this share of the larger
+FAILURE_MODES_OUTPUT_CHARS = 160    # characters of the last tool output used as a feature
+FAILURE_MODES_INFRA_GROUPS = 8      # infra modes: the most common normalised errors, the rest pooled
+# feature blocks' weights in the joint vector (each block is L2-normalised first)
+FAILURE_MODES_WEIGHTS = {"calls": 1.0, "outcome": 1.0, "answer": 1.0, "output": 1.0}
+DIFF_OUTPUT_CHARS = 300             # trajectory_diff: characters of each call's output compared and shown
+DIFF_MAX_CELLS = 250_000            # larger alignments use difflib instead of Needleman-Wunsch
+
+# curation (curation.py)
+CURATE_DEFAULTS = {
+    "band": (0.2, 0.8),           # keep samples whose pass rate (or mean score) lies in [lo, hi]
+    "on": "pass_rate",            # or "mean_score", for continuous rewards
+    "min_attempts": 2,            # fewer counted attempts say nothing about a sample's pass rate
+    "validation_share": 0.1,      # of the kept samples, by whole groups
+    "seed": 0,                    # which groups go to validation
+    "mask_numbers": False,        # group prompts that differ only in their numbers
+    "near_duplicate_threshold": 0.8,  # Jaccard similarity of character 5-gram sets
+}
+VALIDATION_SPLITS = ("valid", "validation", "val", "eval", "test", "dev")  # split names, lower-cased
+SHINGLE_CHARS = 5            # near-duplicates: sets of character 5-grams of the normalised prompt
+FORECAST_KS = (1, 2, 3, 4, 8, 16, 32)
+FORECAST_Z = 1.959963984540054  # a 95% interval
+
+# training files (datasets.py)
+OPENAI_RFT_MAX_FILE_BYTES = 512 * 1024 * 1024  # the Files API takes an upload of at most 512 MB
+OPENAI_RFT_RESERVED = ("messages", "tools")    # the only reserved keys of an RFT line
+REFERENCE_FIELD = "reference_answer"           # a plain-text reference, as {{item.reference_answer}}
+SAMPLE_ID_FIELD = "id"                         # {{item.id}}: what capture reads as the sample id
+VERL_ABILITY = "agent"
+VERL_REWARD_STYLE = "rule"
+TRL_REFERENCE_COLUMN = "ground_truth"          # a column TRL passes to reward functions by name
+NOT_EXPORTED_EXAMPLES = 5
+
+# Inspect logs
+INSPECT_PROGRESS_MIN_SAMPLES = 2_000  # a .eval with this many samples shows a bar of its own, when ingest shows one
+
+# zip archives
+READ_AHEAD_MEMBERS = 16  # members read ahead of the reader (memory: this many members at most)

@@ -334,7 +334,8 @@ def import_labels(con, path, who: str | None = None, origin: str | None = None,
     or ``label`` — is required: pass / fail or a number; ``passed``, ``note``, ``who``,
     ``labelled_at`` and ``origin`` are optional; ``run`` and ``sample_id`` are ignored). ``who``
     and ``origin`` fill in where a record has none (origin defaults to ``import:<file name>``).
-    Judgements already stored are skipped, so importing a file twice adds nothing. A record that
+    Judgements already stored are skipped, so importing a file twice adds nothing (a record
+    without ``labelled_at`` takes the file's modification time). A record that
     cannot be read is rejected with its line and reason; labels of rollouts that are not loaded
     are kept (they apply once the rollout is ingested) and counted.
 
@@ -345,6 +346,8 @@ def import_labels(con, path, who: str | None = None, origin: str | None = None,
     if not path.is_file():
         raise LabelError(f"no file {path}")
     default_origin = origin or f"import:{path.name}"
+    # a record without a time takes the file's: importing the same sheet twice adds nothing
+    file_time = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).replace(tzinfo=None)
     rows, reasons, n = [], [], 0
     for line, rec in _records(path, fmt):
         n += 1
@@ -356,7 +359,8 @@ def import_labels(con, path, who: str | None = None, origin: str | None = None,
             if value is None:
                 raise LabelError("no value (pass / fail or a number)")
             rows.append(_row(rec.get("rollout_id"), value, rec.get("note"), rec.get("who") or who,
-                             rec.get("origin") or default_origin, rec.get("labelled_at"), _as_bool(rec.get("passed"))))
+                             rec.get("origin") or default_origin, rec.get("labelled_at") or file_time,
+                             _as_bool(rec.get("passed"))))
         except LabelError as exc:
             reasons.append(f"line {line}: {exc}")
 

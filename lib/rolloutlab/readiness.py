@@ -14,6 +14,7 @@ import pandas as pd
 
 from . import catalog, config
 from .metrics import graders, scores
+from .metrics.costs import truncation_check
 from .metrics.common import included_sql, params, resolve_runs, run_sql
 
 COLUMNS = ["check", "status", "value", "threshold", "advice", "details"]
@@ -87,12 +88,16 @@ def check_signal_share(c: Context) -> dict:
             "expected signal" if len(rec) else
             f"signal_plan: even {int(plan.k.max())} attempts per sample stay below "
             f"{_pct(c.t['signal_target'])} expected signal")
+    lo, hi = config.CURATE_DEFAULTS["band"]
+    curate = (f"To train on the samples that do vary, keep those whose pass rate lies in [{lo:g}, {hi:g}]: "
+              f"`rolloutlab curate --run {c.run}` (rl.curate(con, {c.run!r}); --out writes the training files)")
     if share < fail:
         return _row("signal_share", "fail", share, thr, f"Only {_pct(share)} of samples vary across attempts: "
-                    f"almost no learning signal. Add harder-but-solvable samples or partial credit; {hint}.")
+                    f"almost no learning signal. Add harder-but-solvable samples or partial credit; {hint}. "
+                    f"{curate}.")
     if share < warn:
         return _row("signal_share", "warn", share, thr, f"{_pct(share)} of samples vary across attempts. "
-                    f"Raise the compute multiplier ({hint}) or rebalance the dataset.")
+                    f"Raise the compute multiplier ({hint}) or rebalance the dataset. {curate}.")
     return _row("signal_share", "pass", share, thr, f"{_pct(share)} of samples vary across attempts; {hint}.")
 
 
@@ -273,6 +278,14 @@ def check_tool_output_size(c: Context) -> dict:
         return _row("tool_output_size", "warn", p95, thr, f"p95 tool output is {p95:,.0f} characters: long "
                     "outputs slow training and bury the signal. Truncate, paginate or summarize tool output.")
     return _row("tool_output_size", "pass", p95, thr, f"p95 tool output is {p95:,.0f} characters.")
+
+
+def check_truncation(c: Context) -> dict:
+    """Truncated share of the counted rollouts (``metrics.costs.truncation_check``): warn above
+    ``truncation_warn``, fail above ``truncation_fail``; the advice names the tools whose outputs
+    fill the cut rollouts' context."""
+    return truncation_check(c.con, c.run, warn=c.t["truncation_warn"], fail=c.t["truncation_fail"],
+                            examples=int(c.t["examples"]), include_errors=bool(c.params["include_errors"]))
 
 
 def check_long_tail(c: Context) -> dict:
@@ -475,7 +488,7 @@ CHECKS: list[Callable[[Context], dict]] = [
     check_baseline_nonzero, check_attempts, check_signal_share, check_saturation, check_reward_granularity,
     check_infra_errors, check_ungraded, check_rejected_records, check_grader_consistency, check_graders,
     check_grader_vs_labels, check_suspicious_scores,
-    check_tool_output_size, check_long_tail, check_tool_budget, check_dataset_size, check_power, check_split_leakage,
+    check_tool_output_size, check_truncation, check_long_tail, check_tool_budget, check_dataset_size, check_power, check_split_leakage,
     check_split_shift,
 ]
 

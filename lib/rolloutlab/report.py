@@ -5,8 +5,12 @@ The first screen is the verdict in words (``verdict``): the score change with it
 it every reason the workbench knows not to trust it yet (reward-hacking suspects of the candidate,
 its readiness warnings, grader disagreement, infra errors that differ between the runs,
 truncation, samples only one run evaluated), one line each with a link to its section. Then the
-readiness of both runs side by side, variance, tool calls, latency, per-sample changes, graders,
-the suspects, tool endpoint load, training curves, what the trainer reported, methods.
+readiness of both runs side by side, variance, tool calls, latency, per-sample changes, what to
+train on next (curation), graders and their calibration against people's labels, the suspects, how
+the runs fail (failure modes), tool endpoint load, cost, training curves, what the trainer
+reported, methods. The headline also says which differences the comparison could detect (power).
+A contents line links every section; a section that cannot be built says why in its place and
+the rest of the report is written.
 
 Notebook 06-report shows the same verdict, readiness, suspects and endpoint load (through the
 ``*_html`` functions here) with static figures; the interactive figures are only in the report.
@@ -20,8 +24,10 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import shlex
 import subprocess
 import tempfile
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -60,6 +66,22 @@ TRUNCATED_WARN = 0.01
 INFRA_DIFFER_P = 0.05
 # Readiness checks the verdict weighs in a line of their own (graders, infra errors).
 _OWN_TOPIC = {"graders", "infra_errors", "ungraded"}
+# The failure-mode section resamples at most this many times (the fit dominates its time; its
+# CIs only sort modes into fixed / unchanged / grew), and shows this many modes.
+FAILURE_N_BOOT = 200
+FAILURE_TOP = 8
+# What each curation verdict means, for the "What to train on next" table.
+CURATION_WORDS = {
+    "keep": "learning signal: attempts disagree, the pass rate lies inside the band",
+    "too_easy": "passed every attempt: nothing left to learn",
+    "too_hard": "never passed: no signal",
+    "outside_band": "passes and fails, but outside the band",
+    "few_attempts": "too few counted attempts to tell",
+    "infra": "every rollout an infra error or never graded: unknown, not hard",
+    "suspect": "a rollout the audit flags (only with drop_suspects)",
+    "duplicate": "the same prompt as a kept sample",
+}
+CURATE_FORMATS = "openai-rft|verl|trl|jsonl"
 
 CHROMIUM_ENV_VAR, CHROMIUM_NAMES, CHROMIUM_ARGS = config.CHROMIUM_ENV_VAR, config.CHROMIUM_NAMES, config.CHROMIUM_ARGS
 PDF_TIMEOUT_S = 180
@@ -100,6 +122,8 @@ details summary{cursor:pointer}
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:24px auto;padding:0 16px;color:#222;overflow-wrap:break-word}
 h1{margin-bottom:0}.sub{color:#666;margin-top:4px}section{margin-top:28px}
+nav.toc{font-size:13px;color:#555;margin:10px 0;line-height:1.7}nav.toc a{white-space:nowrap}
+.failed{color:#D55E00}
 """ + PARTS_CSS + """
 @media print{
 @page{margin:12mm}
@@ -569,34 +593,66 @@ def build_report(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_bo
     suspects = functools.cache(lambda: audit(con, candidate, base=base))
     checks = functools.cache(lambda: {run: check(con, run) for run in (base, candidate)})
     steps = [
-        ("headline", lambda: _headline(con, base, candidate, comparison(), suspects(), checks())),
-        ("readiness", lambda: _readiness(base, candidate, checks())),
-        ("variance", lambda: _keep("<h2>Score per sample across attempts</h2><p class='note'>Only samples whose "
-                                   "score varies across attempts give learning signal.</p>"
-                                   + _figure(pi.variance({base: sample_stats(con, base),
-                                                          candidate: sample_stats(con, candidate)})))),
-        ("tool calls", lambda: _keep("<h2>Tool calls per rollout</h2>"
-                                     + _figure(pi.tool_calls(distribution_shift(con, base, candidate), base, candidate)))),
-        ("latency", lambda: _keep("<h2>Latency</h2>" + _figure(pi.latency_ecdf(
+        ("headline", "Headline", lambda: _headline(con, base, candidate, comparison(), suspects(), checks())),
+        ("readiness", "Readiness", lambda: _readiness(base, candidate, checks())),
+        ("variance", "Variance", lambda: _keep(
+            "<h2>Score per sample across attempts</h2><p class='note'>Only samples whose score varies across "
+            "attempts give learning signal.</p>" + _figure(pi.variance({base: sample_stats(con, base),
+                                                                        candidate: sample_stats(con, candidate)})))),
+        ("tool calls", "Tool calls", lambda: _keep("<h2>Tool calls per rollout</h2>" + _figure(
+            pi.tool_calls(distribution_shift(con, base, candidate), base, candidate)))),
+        ("latency", "Latency", lambda: _keep("<h2>Latency</h2>" + _figure(pi.latency_ecdf(
             latency_ecdf(con, [base, candidate]), {r: latency(con, r, tool_n_boot=0) for r in (base, candidate)})))),
-        ("per sample", lambda: _per_sample(con, base, candidate, pi)),
-        ("graders", lambda: _graders(con, base, candidate, comparison(), n_boot, pi)),
-        ("suspects", lambda: suspects_html(suspects(), candidate)),
-        ("capacity", lambda: capacity_html(con, base, candidate, batch_size, compute_multiplier)),
-        ("training", lambda: _training(con, base, candidate, pi)),
-        ("trainer", lambda: _trainer(con, pi)),
-        ("methods", lambda: methods_html(con, base, candidate, n_boot)),
+        ("per sample", "Per sample", lambda: _per_sample(con, base, candidate, pi)),
+        ("train next", "What to train on next", lambda: curation_html(con, base, candidate)),
+        ("graders", "Graders", lambda: _graders(con, base, candidate, comparison(), n_boot, pi)),
+        ("calibration", "Graders against labels", lambda: calibration_html(con, base, candidate)),
+        ("suspects", "Suspects", lambda: suspects_html(suspects(), candidate)),
+        ("how it fails", "How it fails", lambda: failures_html(con, base, candidate, min(n_boot, FAILURE_N_BOOT))),
+        ("capacity", "Endpoint load", lambda: capacity_html(con, base, candidate, batch_size, compute_multiplier)),
+        ("cost", "Cost", lambda: cost_html(con, base, candidate, n_boot, batch_size, compute_multiplier)),
+        ("training", "Training curves", lambda: _training(con, base, candidate, pi)),
+        ("trainer", "Trainer", lambda: _trainer(con, pi)),
+        ("methods", "Methods", lambda: methods_html(con, base, candidate, n_boot)),
     ]
-    for name, make in tqdm(steps, desc="report", unit="section", disable=disable):
-        sections.append(f"<section id='{name.replace(' ', '-')}'>{make()}</section>")
+    comparison()  # runs that are not there, or share no scored sample: an error, not a report of failed sections
+    failed = []
+    for name, heading, make in tqdm(steps, desc="report", unit="section", disable=disable):
+        sections.append(f"<section id='{_section_id(name)}'>{_guarded(name, heading, make, failed)}</section>")
+    contents = " · ".join(f"<a href='#{_section_id(name)}'>{_e(heading)}</a>"
+                          + (" <span class='failed'>(failed)</span>" if name in failed else "")
+                          for name, heading, _ in steps)
     title = f"{_e(base)} → {_e(candidate)}"
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
             f"<title>rolloutlab report: {title}</title>"
             f"<style>{CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
             f"<h1>Fine-tuning report: {title}</h1><p class='sub'>rolloutlab {VERSION} · generated "
-            f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC</p>{''.join(sections)}"
+            f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC</p>"
+            f"<nav class='toc no-print'><b>Contents</b>: {contents}</nav>{''.join(sections)}"
             f"<script type='text/javascript'>{PRINT_JS}</script></body></html>")
+
+
+def _section_id(name: str) -> str:
+    return name.replace(" ", "-")
+
+
+def _guarded(name: str, heading: str, make, failed: list) -> str:
+    """A section's HTML; a section that fails says why in its place (escaped) and is added to
+    ``failed``, so that one broken section never costs the whole report."""
+    try:
+        return make()
+    except NoSharedSamplesError:
+        raise
+    except Exception as exc:  # noqa: BLE001 (any error of one section; the others still show)
+        failed.append(name)
+        return failed_html(heading, exc)
+
+
+def failed_html(heading: str, exc: BaseException) -> str:
+    """The stand-in for a section that could not be built: its heading and the error, escaped."""
+    return (f"<h2>{_e(heading)}</h2><p class='note failed'>This section could not be built: "
+            f"{_e(type(exc).__name__)}: {_e(str(exc), 500)}. The rest of the report does not depend on it.</p>")
 
 
 class NoSharedSamplesError(ValueError):
@@ -623,8 +679,22 @@ def require_shared(cmp: pd.DataFrame) -> pd.DataFrame:
 
 def _headline(con, base, candidate, cmp, suspects, checks) -> str:
     v = verdict(con, base, candidate, cmp, suspects=suspects, checks=checks)
-    return ("<h2>Headline</h2>" + verdict_html(v) + headline_html(cmp)
+    return ("<h2>Headline</h2>" + verdict_html(v) + headline_html(cmp) + power_html(con, base, candidate)
             + "<details><summary>All metrics</summary>" + metrics_table(cmp) + "</details>")
+
+
+def power_html(con: duckdb.DuckDBPyConnection, base: str, candidate: str) -> str:
+    """One line: the smallest score difference this comparison could detect (``power``'s MDE at
+    the runs' own samples and attempts, ``detectable_sentence``). A failure says so on the line."""
+    from .power import detectable_sentence, power
+
+    try:
+        sentence = detectable_sentence(power(con, base, candidate))
+    except Exception as exc:  # noqa: BLE001 (the headline stands without it)
+        return (f"<p class='note failed' id='power-line'>Which differences this comparison could detect was not "
+                f"computed: {_e(type(exc).__name__)}: {_e(str(exc), 300)}.</p>")
+    return (f"<p class='note' id='power-line'>{_e(sentence)} A true difference smaller than that can go unseen "
+            "here: “no clear change” is not “no change”.</p>")
 
 
 def _readiness(base, candidate, checks) -> str:
@@ -727,6 +797,259 @@ def capacity_html(con, base, candidate, batch_size=None, compute_multiplier=None
             "platform spreads the starts; the model and its measured error are in docs/metrics.md.</p>"
             + _table(table, headers=columns))
 
+
+# --- what to train on next, how it fails, cost, graders against labels -----------------------------
+
+def curation_html(con: duckdb.DuckDBPyConnection, base: str, candidate: str) -> str:
+    """What to train on next: ``curate(con, base)`` counted per verdict (with an example sample and
+    its reason each), the expected learning signal of the kept samples (``forecast``), the signal
+    along training when the runs hold two checkpoints or more (``signal_by_step``), and the command
+    that writes the training files."""
+    from .curation import VERDICTS, curate, forecast, signal_by_step
+    from .plots.curation import signal_by_step_interactive
+
+    cur = curate(con, base)
+    a = cur.attrs
+    counts, n, keep = a["counts"], a["samples"], a["counts"]["keep"]
+    lo, hi = a["band"]
+    on_pass = a["on"] == "pass_rate"
+    band = f"{fmt.share(lo)}–{fmt.share(hi)}" if on_pass else f"{fmt.number(lo)}–{fmt.number(hi)}"
+    dropped = [f"{fmt.count(counts[v])} {v.replace('_', ' ')}" for v in VERDICTS if v != "keep" and counts[v]]
+    lead = (f"{fmt.count(keep)} of {fmt.count(n)} samples of {base} are worth training on next: their "
+            f"{'pass rate' if on_pass else 'mean score'} over at least {a['min_attempts']} attempts lies in {band}, "
+            "so attempts disagree and a policy-gradient step has something to learn from."
+            + (f" Left out: {', '.join(dropped)}." if dropped else " None is left out."))
+    first = cur.drop_duplicates("verdict").set_index("verdict")
+    shown = pd.DataFrame({
+        "verdict": list(VERDICTS), "samples": [counts[v] for v in VERDICTS],
+        "what it means": [CURATION_WORDS[v] for v in VERDICTS],
+        "example": [str(first.sample_id[v]) if v in first.index else "" for v in VERDICTS],
+        "why": [first.reason[v] if v in first.index else None for v in VERDICTS]})
+    parts = [f"<h2>What to train on next</h2><p class='note'>Every sample of {_e(base)} judged by the learning "
+             "signal its attempts give (docs/metrics.md, “Curation”); near-duplicate prompts are grouped and kept "
+             "once. “Suspect” counts only when curating with drop_suspects.</p>",
+             f"<p id='curation-lead'>{_e(lead)}</p>",
+             _table(shown, long=("why",), headers={"example": "example sample", "why": "its reason"})]
+    if keep:
+        try:
+            plan = forecast(con, cur)
+        except Exception as exc:  # noqa: BLE001 (the counts stand without it)
+            parts.append(f"<p class='note failed'>The forecast was not computed: {_e(type(exc).__name__)}: "
+                         f"{_e(str(exc), 300)}.</p>")
+        else:
+            parts.append(f"<p class='note' id='curation-forecast'>{_e(_forecast_sentence(plan))}</p>")
+    signal = signal_by_step(con, training_runs(con, base, candidate))
+    checkpoints = signal[signal.data_source == "(all)"][["split", "step", "step_known"]].drop_duplicates()
+    if len(checkpoints) >= 2:
+        parts.append(_keep("<h3>Learning signal along training</h3><p class='note'>Per checkpoint, the samples "
+                           "with at least 2 attempts whose attempts all fail, all pass, or pass and fail (the signal); the dashed line "
+                           "is the share whose attempts all scored the same (zero advantage in GRPO).</p>"
+                           + _figure(signal_by_step_interactive(signal))))
+    command = f"rolloutlab curate --run {shlex.quote(base)} --out DIR --to {CURATE_FORMATS}"
+    parts.append("<p class='note'>To write the kept samples as training files (train and validation split by "
+                 f"prompt group): <code>{_e(command)}</code>, or <code>rl.curate</code> and "
+                 "<code>rl.write_curated</code> in a notebook.</p>")
+    return "".join(parts)
+
+
+def _forecast_sentence(plan: pd.DataFrame) -> str:
+    """The forecast in words: the smallest number of attempts per sample whose expected signal
+    share reaches the target, against every sample before curation."""
+    if plan.empty or plan.expected_signal_share.isna().all():
+        return "No kept sample to forecast."
+    target = float(plan.target.iloc[0])
+    rec = plan[plan.recommended]
+    if len(rec):
+        r = rec.iloc[0]
+        return (f"With {fmt.count(r.k)} attempts per sample (the fewest that reach the {fmt.share(target)} target), an "
+                f"expected {fmt.share(r.expected_signal_share)} (95% interval {fmt.share(r.ci_low)}–"
+                f"{fmt.share(r.ci_high)}) of the {fmt.count(r.samples)} kept samples give learning signal, against "
+                f"{fmt.share(r.all_expected_signal_share)} of all {fmt.count(r.all_samples)} samples before curation.")
+    r = plan.iloc[-1]
+    return (f"No number of attempts up to {fmt.count(r.k)} reaches the {fmt.share(target)} target: at "
+            f"{fmt.count(r.k)} attempts an expected {fmt.share(r.expected_signal_share)} of the kept samples give "
+            "learning signal.")
+
+
+def failures_html(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_boot: int = FAILURE_N_BOOT,
+                  top: int = FAILURE_TOP) -> str:
+    """How it fails: ``failure_modes_diff`` in one sentence (``diff_sentence``), the dumbbell of
+    every mode, and the ``top`` modes by the size of their change, each with one example rollout
+    (its id, final answer and error, escaped)."""
+    from .failures import diff_sentence, failure_modes_diff
+    from .plots.failure_modes import diff_interactive
+
+    head = "<h2>How it fails</h2>"
+    diff = failure_modes_diff(con, base, candidate, n_boot=n_boot)
+    if diff.empty:
+        return head + f"<p>Neither {_e(base)} nor {_e(candidate)} has failing rollouts.</p>"
+    a = diff.attrs
+    per_failures = a.get("per") == "failures"
+    b_col, c_col, d_col = (("base_share", "candidate_share", "diff") if per_failures
+                           else ("base_rate", "candidate_rate", "rate_diff"))
+    measure = "share of the run's failures" if per_failures else "share of the run's rollouts that fail this way"
+    thr = a.get("pass_threshold", config.PASS_THRESHOLD)
+    note = (f"Failing rollouts of both runs (score below {fmt.number(thr)}; infra errors and never-graded rollouts "
+            "in modes of their own, I1 …) grouped into modes by what they called, how they ended and their final answer, fitted on both "
+            f"runs together so that a mode means the same in each: {fmt.count(a['base_failures'])} of "
+            f"{fmt.count(a['base_rollouts'])} rollouts of {base} fail, {fmt.count(a['candidate_failures'])} of "
+            f"{fmt.count(a['candidate_rollouts'])} of {candidate}. Per mode, the {measure}, and the change with its "
+            f"95% CI (bootstrap over samples, {n_boot:,} resamples). A mode is a pattern the failures share, not "
+            "their cause: read its example.")
+    assignments = a["assignments"].set_index("rollout_id")
+    order = diff.assign(_size=diff[d_col].abs()).sort_values("_size", ascending=False, kind="stable").head(top)
+    examples = []
+    for r in order.itertuples():
+        pick = ([(candidate, r.examples_candidate), (base, r.examples_base)]
+                if r.verdict not in ("fixed", "reduced") else [(base, r.examples_base), (candidate, r.examples_candidate)])
+        run, ids = next(((run, ids) for run, ids in pick if len(ids)), (None, []))
+        rid = ids[0] if len(ids) else None
+        row = assignments.loc[rid] if rid is not None and rid in assignments.index else None
+        examples.append((rid, run, None if row is None else row.final_answer, None if row is None else row.error))
+    shown = pd.DataFrame({
+        "mode": order["mode"].to_numpy(), "what sets it apart": order.label.to_numpy(),
+        base: [fmt.share(x) for x in order[b_col]], candidate: [fmt.share(x) for x in order[c_col]],
+        "change": [_signed_share(x) for x in order[d_col]],
+        "95% CI": [f"[{_signed_share(lo)}, {_signed_share(hi)}]" for lo, hi in
+                   zip(order[f"{d_col}_ci_low"], order[f"{d_col}_ci_high"])],
+        "verdict": order.verdict.to_numpy(),
+        "example rollout": [f"{rid} ({run})" if rid else None for rid, run, _, _ in examples],
+        "example's final answer": [ans for _, _, ans, _ in examples],
+        "example's error": [err for _, _, _, err in examples]})
+    more = len(diff) - len(order)
+    return (_keep(head + f"<p class='verdict' id='failures-lead'>{_e(diff_sentence(diff))}</p>"
+                  f"<p class='note'>{_e(note)}</p>" + _figure(diff_interactive(diff)))
+            + f"<h3>The {len(order)} modes that changed most</h3>"
+            + _table(shown, long=("example's final answer", "example's error"),
+                     numeric=(base, candidate, "change"))
+            + (f"<p class='note'>{more} more mode{'s' if more > 1 else ''} in "
+               f"<code>rl.failure_modes_diff</code>.</p>" if more > 0 else ""))
+
+
+def _cost_source(row, as_of: str) -> str:
+    if row.cost_source == "logs":
+        return "logs"
+    if row.cost_source == "prices":
+        return f"price table{as_of}"
+    if row.cost_source == "logs+prices":
+        return f"logs and price table{as_of}"
+    return "no price"
+
+
+def _no_price(row) -> str:
+    """Why a run has no cost, in words."""
+    if missing(row.input_tokens) and missing(row.output_tokens):
+        return f"{row.run}: no price (no cost in the logs and no tokens to price)"
+    if missing(row.model):
+        return f"{row.run}: no price (no model name to look up, no cost in the logs)"
+    return (f"{row.run}: no price (model {row.model} is not in the price table; give it with "
+            f"rl.cost(..., prices={{'{row.model}': {{'input': ..., 'output': ...}}}}))")
+
+
+def cost_html(con: duckdb.DuckDBPyConnection, base: str, candidate: str, n_boot: int = 2000,
+              batch_size: int | None = None, compute_multiplier: int | None = None) -> str:
+    """Cost: per run, dollars per rollout, per solved sample and in total, and where they came from
+    (the logs or the price table); the cost–score frontier; and the rollout cost of the training
+    step the capacity section plans (``job_cost`` of the base). A model without a price says "no
+    price", never $0; platform training fees are never included."""
+    from .metrics.costs import PriceWarning, cost, frontier
+    from .plots.cost import interactive_frontier
+
+    if batch_size is None:
+        batch_size, compute_multiplier = (config.CAPACITY_PLANNED_STEP["batch_size"],
+                                          config.CAPACITY_PLANNED_STEP["compute_multiplier"])
+    with warnings.catch_warnings():  # a model without a price: said in the section, not on stderr
+        warnings.simplefilter("ignore", PriceWarning)
+        costs = cost(con, [base, candidate])
+        front = frontier(con, [base, candidate], n_boot=n_boot)
+    as_of = costs.attrs.get("prices_as_of") or []
+    as_of_text = f" as of {', '.join(as_of)}" if as_of else ""
+
+    def dollars(v, known):
+        return fmt.dollars(v) if known and not missing(v) else "no price"
+
+    rows = list(costs.itertuples())
+    known = {r.run: not missing(r.cost_per_rollout) for r in rows}
+    shown = pd.DataFrame({
+        "run": [r.run for r in rows], "model": [r.model for r in rows],
+        "cost from": [_cost_source(r, as_of_text) for r in rows],
+        "per rollout": [dollars(r.cost_per_rollout, known[r.run]) for r in rows],
+        "per solved sample": [dollars(r.cost_per_solved, known[r.run]) if r.passes_costed or not known[r.run]
+                              else "none solved" for r in rows],
+        "total": [dollars(r.cost_total, known[r.run]) for r in rows],
+        "rollouts costed": [f"{fmt.count(r.rollouts_costed)} of {fmt.count(r.rollouts)}" for r in rows]})
+    unpriced = [_no_price(r) for r in rows if not known[r.run]]
+    parts = ["<h2>Cost</h2><p class='note'>Dollars of the counted rollouts (infra errors and never-graded left out): "
+             "from the cost the logs give where they give one, else the run's tokens at the model's list price "
+             f"(rolloutlab's price table{_e(as_of_text)}; priced costs bill every input token uncached unless the logs "
+             "count cached tokens). Per solved sample: the total over the passing rollouts, what one pass costs. "
+             "Platform training fees not included, nor model-grader tokens.</p>",
+             _table(shown, numeric=("per rollout", "per solved sample", "total", "rollouts costed"))]
+    if unpriced:
+        parts.append("<p class='note' id='cost-no-price'>" + _e("; ".join(unpriced)) + ".</p>")
+    if front.cost_per_rollout.notna().any() and front.score.notna().any():
+        parts.append(_keep(_figure(interactive_frontier(front))))
+    parts.append(_job_cost_html(con, base, batch_size, compute_multiplier, known.get(base, False), n_boot))
+    return "".join(parts)
+
+
+def _job_cost_html(con, base, batch_size, compute_multiplier, known, n_boot) -> str:
+    """The rollout cost of the planned step (``job_cost`` of the base), fees excluded."""
+    from .metrics.costs import PriceWarning, job_cost
+
+    step = batch_size * (compute_multiplier or 1)
+    head = (f"<h3 id='cost-step'>A training step's rollouts</h3><p class='note'>The step the endpoint-load section "
+            f"plans: {batch_size:,} × {compute_multiplier or 1:,} = {step:,} rollouts, each costing what {_e(base)}'s "
+            "rollouts cost (failed ones included: they spent tokens too).</p>")
+    if not known:
+        return head + f"<p>No price for {_e(base)}'s rollouts: no cost for the step.</p>"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PriceWarning)
+        jc = job_cost(con, base, samples=batch_size, compute_multiplier=compute_multiplier, n_boot=n_boot)
+    one, per_step = jc.set_index("scope").loc["rollout"], jc.set_index("scope").loc["step"]
+    return head + (
+        f"<p id='cost-step-line'>{_e(fmt.dollars(per_step.cost_usd))} per step (95% CI "
+        f"{_e(fmt.dollars(per_step.ci_low))}–{_e(fmt.dollars(per_step.ci_high))}): {_e(fmt.dollars(one.cost_usd))} per "
+        f"rollout on average, p50 {_e(fmt.dollars(one.p50))}, p95 {_e(fmt.dollars(one.p95))}. Rollout tokens only: "
+        "platform training fees not included (RFT bills training time per hour), nor model-grader tokens.</p>")
+
+
+def _labelled(con, runs: list[str]) -> dict[str, int]:
+    rows = con.execute("SELECT r.run_id, count(DISTINCT l.rollout_id) FROM labels l JOIN rollouts r USING (rollout_id) "
+                       "WHERE list_contains(?, r.run_id) GROUP BY r.run_id", [runs]).fetchall()
+    return {run: int(n) for run, n in rows}
+
+
+def calibration_html(con: duckdb.DuckDBPyConnection, base: str, candidate: str) -> str:
+    """Graders against people's labels: per run with labelled rollouts, ``grader_calibration``
+    as ``report_table`` with its ``findings``; without labels, how to make them."""
+    from .calibration import findings, grader_calibration, report_table
+
+    head = ("<h2>Graders against people's labels</h2><p class='note'>A grader's pass rate is what the run's score "
+            "rests on. Where people labelled a random sample of rollouts, each grader is checked against them "
+            "(agreement, Cohen's κ) and the pass rate corrected by its mistakes (prediction-powered inference, "
+            "docs/metrics.md, “Grader calibration”).</p>")
+    n = _labelled(con, [base, candidate])
+    if not any(n.values()):
+        return head + (
+            f"<p id='calibration-none'>No rollout of {_e(base)} or {_e(candidate)} is labelled. To check the "
+            f"graders, draw a random sample to label (<code>{_e(f'rolloutlab labels sample --run {shlex.quote(candidate)}')}"
+            "</code>, or <code>rl.labelling_sample(con, run)</code>), label each rollout pass or fail "
+            "(<code>rl.label(con, rollout_id, &quot;pass&quot;)</code>, or in the explorer) and build the report "
+            "again. Pick them at random, not by hand: the correction needs a random subset.</p>")
+    parts = [head]
+    for run in (base, candidate):
+        if not n.get(run):
+            parts.append(f"<h3>{_e(run)}</h3><p class='note'>No labelled rollout.</p>")
+            continue
+        cal = grader_calibration(con, run)
+        said = findings(cal)
+        parts.append(f"<h3>{_e(run)}: {fmt.count(n[run])} labelled rollouts</h3>"
+                     + _table(report_table(cal), numeric=("labelled", "false passes", "accuracy"))
+                     + ("<ul class='caveats'>" + "".join(f"<li class='concern'>{_e(f)}</li>" for f in said) + "</ul>"
+                        if said else "<p class='note'>Every labelled grader agrees with the labels beyond chance "
+                                     "(κ ≥ 0.4), and each one's pass rate lies inside its corrected CI.</p>"))
+    return "".join(parts)
 
 def training_runs(con: duckdb.DuckDBPyConnection, base: str, candidate: str) -> list[str]:
     """The runs the training curves are about: every run that carries a training step, and the

@@ -107,7 +107,7 @@ SCHEMA_DDL.append(LABELS_DDL)
 # producer's own word beside it.
 STOP_REASON_DDL = "ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS stop_reason_raw VARCHAR"
 SCHEMA_DDL.append(STOP_REASON_DDL)
-# Input tokens read from a prompt cache (version 8), billed at the cached price (metrics/cost.py).
+# Input tokens read from a prompt cache (version 8), billed at the cached price (metrics/costs.py).
 CACHED_TOKENS_DDL = "ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS cached_input_tokens BIGINT"
 SCHEMA_DDL.append(CACHED_TOKENS_DDL)
 

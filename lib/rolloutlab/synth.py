@@ -368,8 +368,9 @@ def write_endpoint(out_dir: str | Path, samples: int = 200, attempts: int = 3,
     handles = [open(p, "w", encoding="utf-8") for p in paths]
     by_step: dict[int, list[dict]] = {}
     try:
-        # the training split: its own samples and reports, so it never leaks into validation
-        items = make_samples(samples, random.Random(seed), prefix="fin-train", first_report=N_REPORTS // 2)
+        # the training split: its own samples, reports and questions (a random stream of its own:
+        # with the validation's, each training prompt was a validation prompt but for its report)
+        items = make_samples(samples, random.Random(f"train-{seed}"), prefix="fin-train", first_report=N_REPORTS // 2)
         for sample in items:
             handles[-1].write(json.dumps({"event": "sample", "sample_id": sample.sample_id, "split": "train",
                                           "prompt": sample.prompt, "reference": sample.reference}) + "\n")

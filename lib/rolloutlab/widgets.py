@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 import duckdb
 import pandas as pd
 
+from . import fmt
 from .htmltext import esc, missing as _missing
 from .metrics.common import resolve_runs
 
@@ -31,6 +32,7 @@ class Filters:
     calls_max: int | None = None
     search: str = ""  # matched against sample id, rollout id and final answer (case-insensitive)
     only: tuple[str, ...] | None = None  # only these rollouts (e.g. the audit's suspects); None: no limit
+    samples: tuple[str, ...] | None = None  # only these samples (exact ids); None: no limit
     sort: str = "score"
     descending: bool = False
     page: int = 0
@@ -44,6 +46,7 @@ def _where() -> str:
     AND (len($statuses) = 0 OR list_contains($statuses, status))
     AND ($calls_min IS NULL OR n_tool_calls >= $calls_min) AND ($calls_max IS NULL OR n_tool_calls <= $calls_max)
     AND (NOT $limit_ids OR list_contains($only, rollout_id))
+    AND (NOT $limit_samples OR list_contains($samples, sample_id))
     AND ($search = '' OR contains(lower(sample_id), lower($search)) OR contains(lower(rollout_id), lower($search))
          OR contains(lower(coalesce(final_answer, '')), lower($search)))
     """
@@ -52,13 +55,14 @@ def _where() -> str:
 def _params(f: Filters) -> dict:
     return {"runs": list(f.runs), "score_min": f.score_min, "score_max": f.score_max, "statuses": list(f.statuses),
             "calls_min": f.calls_min, "calls_max": f.calls_max, "search": f.search or "",
-            "limit_ids": f.only is not None, "only": list(f.only or ())}
+            "limit_ids": f.only is not None, "only": list(f.only or ()),
+            "limit_samples": f.samples is not None, "samples": list(f.samples or ())}
 
 
 def page_sql(f: Filters) -> str:
     if f.sort not in SORTABLE:
         raise ValueError(f"sort by one of {', '.join(SORTABLE)}")
-    order = f'"{SORTABLE[f.sort]}" {"DESC" if f.descending else "ASC"} NULLS LAST, rollout_id'
+    order = f'"{SORTABLE[f.sort]}" {"DESC" if f.descending else "ASC"} NULLS LAST, run_id, sample_id, attempt, rollout_id'
     return f"""
     SELECT rollout_id, run_id AS run, sample_id, attempt, status, score, n_tool_calls, n_turns, latency_s,
            final_answer
@@ -112,8 +116,13 @@ def attempts(con: duckdb.DuckDBPyConnection, sample_id: str, runs: list[str]) ->
 
 # ---- HTML (every string from the logs goes through htmltext.esc) ----------------------------
 
-def _num(value, fmt="{:.3g}") -> str:
-    return "" if _missing(value) else fmt.format(value)
+def _num(value) -> str:
+    """A number for people (fmt); empty when the log did not carry it."""
+    return "" if _missing(value) else fmt.number(value)
+
+
+def _count(value) -> str:
+    return "" if _missing(value) else fmt.count(value)
 
 
 COLUMNS = (("run", 12), ("sample", 14), ("#", 3), ("status", 11), ("score", 6), ("calls", 5), ("latency", 8),
@@ -123,7 +132,7 @@ COLUMNS = (("run", 12), ("sample", 14), ("#", 3), ("status", 11), ("score", 6), 
 def _cells(r) -> list[str]:
     return ["" if _missing(r.run) else str(r.run), "" if _missing(r.sample_id) else str(r.sample_id),
             "" if _missing(r.attempt) else str(r.attempt), str(r.status), _num(r.score),
-            "" if _missing(r.n_tool_calls) else str(r.n_tool_calls), _num(r.latency_s, "{:.1f}"),
+            "" if _missing(r.n_tool_calls) else str(r.n_tool_calls), _num(r.latency_s),
             "" if _missing(r.final_answer) else " ".join(str(r.final_answer).split())]
 
 
@@ -165,7 +174,7 @@ def timeline_html(calls: pd.DataFrame, width: int = 640) -> str:
         lanes[call.turn_idx] = lane
         x, w = float(start.iloc[i]) / span * width, max(float(end.iloc[i] - start.iloc[i]) / span * width, 3)
         color = "#D55E00" if call.status != "ok" else "#0072B2"
-        tip = f"{call.tool} · turn {call.turn_idx} · {_num(call.latency_s, '{:.2f}')}s"
+        tip = f"{call.tool} · turn {call.turn_idx} · {_num(call.latency_s)}s"
         if not _missing(call.error):
             tip += f" · {call.error}"
         bars.append(f"<div class='rl-bar' title='{esc(tip)}' style='left:{x:.1f}px;width:{w:.1f}px;"
@@ -180,8 +189,8 @@ def _call_html(call, output) -> str:
     """One tool call where it happened: tool, arguments, status, latency, output size, the
     output's start."""
     args = "" if _missing(call.arguments) else str(call.arguments)
-    facts = [esc(call.status), f"{_num(call.latency_s, '{:.2f}')} s" if not _missing(call.latency_s) else "",
-             f"{int(call.output_chars):,} chars out" if not _missing(call.output_chars) else ""]
+    facts = [esc(call.status), f"{_num(call.latency_s)} s" if not _missing(call.latency_s) else "",
+             f"{_count(call.output_chars)} chars out" if not _missing(call.output_chars) else ""]
     error = "" if _missing(call.error) else f" <span class='rl-error'>{esc(call.error, 200)}</span>"
     shown = "" if output is None else f"<pre class='rl-out'>{esc(output, OUTPUT_START)}</pre>"
     cls = "rl-call" if call.status == "ok" else "rl-call rl-failed"
@@ -235,8 +244,8 @@ def trajectory_html(t: Trajectory, suspect: str | None = None) -> str:
     r = t.rollout
     facts = (f"<b>{esc(r['run_id'])}</b> · sample <b>{esc(r['sample_id'])}</b> · attempt {esc(r['attempt'])} · "
              f"status <b>{esc(r['status'])}</b> · score {_num(r['score'])} · {esc(r['n_tool_calls'])} tool calls in "
-             f"{esc(r['n_turns'])} turns · latency {_num(r['latency_s'], '{:.1f}')} s · tokens in/out "
-             f"{esc(r['input_tokens'])}/{esc(r['output_tokens'])}")
+             f"{esc(r['n_turns'])} turns · latency {_num(r['latency_s'])} s · tokens in/out "
+             f"{_count(r['input_tokens'])}/{_count(r['output_tokens'])}")
     flag = "" if not suspect else f"<p class='rl-suspect'>audit: {esc(suspect)}</p>"
     error = "" if _missing(r.get("error")) else f"<p class='rl-error'>error: {esc(r['error'])}</p>"
     grades = "".join(f"<li>{esc(g.grader)}: {_num(g.score)}</li>" for g in t.grades.itertuples())
@@ -252,7 +261,7 @@ def attempts_html(rows: pd.DataFrame, runs: list[str]) -> str:
     for run in runs:
         sub = rows[rows.run == run]
         items = "".join(f"<li>attempt {esc(a.attempt)}: {esc(a.status)}, score {_num(a.score)}, "
-                        f"{esc(a.n_tool_calls)} calls, {_num(a.latency_s, '{:.1f}')} s — "
+                        f"{esc(a.n_tool_calls)} calls, {_num(a.latency_s)} s — "
                         f"<code>{esc(a.final_answer, 60)}</code></li>" for a in sub.itertuples())
         cols.append(f"<div class='rl-col'><h4>{esc(run)}</h4><ul>{items or '<li>no attempts</li>'}</ul></div>")
     return f"<div class='rl-compare' style='display:flex;gap:24px'>{''.join(cols)}</div>"
@@ -282,6 +291,19 @@ def suspects(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict[str, str]:
     return found
 
 
+def focus_html(what: str | None) -> str:
+    """The line above the list: what a figure opened (escaped), or how to open something."""
+    if not what:
+        return ("<div class='rl-focus rl-note'>Click a point or bar of a linked figure to open it here; "
+                "the list shows the explorer's filters.</div>")
+    return (f"<div class='rl-focus'><b>Opened from a figure:</b> {esc(what)} · the filters are set aside "
+            "until you change one or press <i>show all</i></div>")
+
+
+def _runs_text(runs) -> str:
+    return ", ".join(map(str, runs))
+
+
 def error_html(what: str, exc: BaseException) -> str:
     """A callback's error as a short escaped message for the widget (its text may hold log text)."""
     return (f"{STYLE}<div class='{NO_MATH}'><p class='rl-error'>Could not {esc(what)}: "
@@ -293,9 +315,9 @@ def _errors_shown_in(pane, what: str):
     would only reach JupyterLab's log console, and the click would seem to do nothing."""
     def decorate(callback):
         @functools.wraps(callback)
-        def run(*args):
+        def run(*args, **kwargs):
             try:
-                return callback(*args)
+                return callback(*args, **kwargs)
             except Exception as exc:
                 pane.value = error_html(what, exc)
         return run
@@ -305,12 +327,24 @@ def _errors_shown_in(pane, what: str):
 def explore(con: duckdb.DuckDBPyConnection, runs=None):
     """An ipywidgets app: filters (including the audit's suspects), a paged sortable list of
     rollouts where a click opens one, the trajectory with each turn's tool calls in place, and
-    compare mode (the same sample's attempts under every selected run)."""
+    compare mode (the same sample's attempts under every selected run).
+
+    ``runs``: the runs selected at the start (e.g. a comparison's base and candidate); every
+    loaded run can be added in the run list. None: all of them.
+
+    The returned box also opens things from code (what ``plots.linked`` calls on a click):
+    ``open_rollout(rollout_id, note=None)``, ``open_sample(sample_id, runs=None)`` (its attempts,
+    under each run side by side when several), ``open_calls(runs, low, high)`` (the rollouts with
+    ``low <= tool calls < high``) and ``show_all()``; ``.panel`` is the part without the filters
+    (the list and the trajectory), shown under a linked figure.
+    """
     import ipywidgets as w
 
-    labels = resolve_runs(con, runs)
-    state = {"filters": Filters(runs=tuple(labels)), "suspects": None}
-    run_pick = w.SelectMultiple(options=labels, value=tuple(labels), description="runs", rows=min(4, len(labels)))
+    loaded = resolve_runs(con, None)
+    chosen = resolve_runs(con, runs)
+    state = {"filters": Filters(runs=tuple(chosen)), "suspects": {}, "focus": None, "notes": {}}
+    run_pick = w.SelectMultiple(options=loaded, value=tuple(chosen), description="runs",
+                                rows=min(6, max(len(loaded), 1)))
     score = w.FloatRangeSlider(value=(0.0, 1.0), min=0.0, max=1.0, step=0.05, description="score")
     status = w.SelectMultiple(options=STATUSES, value=(), description="status", rows=3)
     max_calls = int(con.execute("SELECT coalesce(max(n_tool_calls), 0) FROM rollouts").fetchall()[0][0])
@@ -320,6 +354,9 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
     desc = w.Checkbox(value=False, description="descending")
     only_suspects = w.Checkbox(value=False, description="reward-hacking suspects only (rl.audit)")
     prev_b, next_b = w.Button(description="◀ previous"), w.Button(description="next ▶")
+    focus = w.HTML(focus_html(None))
+    show_all_b = w.Button(description="show all", tooltip="the list as the filters say",
+                          layout=w.Layout(display="none"))
     table = w.HTML()
     pick = w.Select(options=[], rows=PAGE_SIZE, layout=w.Layout(width="100%"))
     pick.add_class("rl-rows")
@@ -327,6 +364,12 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
     detail = w.HTML()
 
     guarded = functools.partial(_errors_shown_in, detail)  # every callback below
+
+    def suspects_of(selected) -> dict[str, str]:
+        key = tuple(selected)
+        if key not in state["suspects"]:
+            state["suspects"][key] = suspects(con, list(key))
+        return state["suspects"][key]
 
     @guarded("update the list")
     def refresh(*_):
@@ -338,19 +381,23 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
         pick.value = None
         detail.value = ""  # the rows changed: nothing is open (and an earlier error is gone)
 
+    def set_focus(what: str | None) -> None:
+        state["focus"] = what
+        focus.value = f"{STYLE}<div class='{NO_MATH}'>{focus_html(what)}</div>"
+        show_all_b.layout.display = None if what else "none"
+
     @guarded("update the list")
     def on_filter(*_):
         # a slider at its full range filters nothing (unscored rollouts stay visible)
         lo, hi = score.value
         c_lo, c_hi = calls.value
         full_score, full_calls = (lo, hi) == (score.min, score.max), (c_lo, c_hi) == (calls.min, calls.max)
-        if only_suspects.value and state["suspects"] is None:
-            state["suspects"] = suspects(con, labels)
-        only = tuple(state["suspects"]) if only_suspects.value else None
+        only = tuple(suspects_of(run_pick.value)) if only_suspects.value else None
+        set_focus(None)  # a filter changed: the list follows the filters again
         state["filters"] = replace(state["filters"], runs=tuple(run_pick.value),
                                    score_min=None if full_score else lo, score_max=None if full_score else hi,
                                    statuses=tuple(status.value), calls_min=None if full_calls else c_lo,
-                                   calls_max=None if full_calls else c_hi, only=only,
+                                   calls_max=None if full_calls else c_hi, only=only, samples=None,
                                    search=search.value.strip(), sort=sort.value, descending=desc.value, page=0)
         refresh()
 
@@ -367,18 +414,72 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
             detail.value = ""
             return
         t = trajectory(con, pick.value)
-        reason = (state["suspects"] or {}).get(pick.value)
+        reason = state["notes"].get(pick.value)
+        if reason is None and only_suspects.value:
+            reason = suspects_of(run_pick.value).get(pick.value)
         body = trajectory_html(t, suspect=reason)
         if compare.value:
-            body = attempts_html(attempts(con, t.rollout["sample_id"], list(run_pick.value)), list(run_pick.value)) + body
+            shown = list(state["filters"].runs)
+            body = attempts_html(attempts(con, t.rollout["sample_id"], shown), shown) + body
         detail.value = f"{STYLE}<div class='{NO_MATH}'>{body}</div>"
+
+    def show(what: str, first: str | None = None, with_compare: bool | None = None, **filters) -> None:
+        """Narrow the list to ``filters`` (the widgets' filters set aside), say so, and open
+        ``first`` (or the first row)."""
+        f = state["filters"]
+        if with_compare is not None:
+            compare.value = with_compare
+        state["filters"] = Filters(sort=filters.pop("sort", f.sort), descending=f.descending, page_size=f.page_size,
+                                   **filters)
+        set_focus(what)
+        refresh()
+        ids = [rid for _, rid in pick.options]
+        target = first if first in ids else (ids[0] if ids else None)
+        if target is not None:
+            pick.value = target
+
+    @guarded("open this rollout")
+    def open_rollout(rollout_id: str, note: str | None = None) -> None:
+        if note:
+            state["notes"][rollout_id] = note
+        row = con.execute("SELECT run_id, sample_id FROM rollouts WHERE rollout_id = ?", [rollout_id]).fetchall()
+        if not row:
+            raise KeyError(f"no rollout {rollout_id!r}")
+        run, sample = row[0]
+        show(f"rollout {rollout_id} (sample {sample}, {run})", first=rollout_id, runs=(run,), only=(rollout_id,))
+
+    @guarded("open this sample")
+    def open_sample(sample_id: str, runs=None) -> None:
+        shown = tuple(resolve_runs(con, runs)) if runs else tuple(run_pick.value)
+        show(f"sample {sample_id} in {_runs_text(shown)}", with_compare=len(shown) > 1, runs=shown,
+             samples=(sample_id,), sort="run")
+
+    @guarded("open these rollouts")
+    def open_calls(runs, low: int, high: int) -> None:
+        shown = tuple(resolve_runs(con, runs))
+        calls_text = f"{low}" if high - low <= 1 else f"{low} to {high - 1}"
+        show(f"rollouts with {calls_text} tool calls in {_runs_text(shown)}", runs=shown, calls_min=int(low),
+             calls_max=int(high) - 1)
+
+    def show_all(*_) -> None:
+        on_filter()
 
     for widget in (run_pick, score, status, calls, search, sort, desc, only_suspects):
         widget.observe(on_filter, names="value")
     prev_b.on_click(lambda _: on_page(-1))
     next_b.on_click(lambda _: on_page(1))
+    show_all_b.on_click(show_all)
     pick.observe(on_pick, names="value")
     compare.observe(on_pick, names="value")
     on_filter()
     filters = w.VBox([w.HBox([run_pick, status]), score, calls, search, w.HBox([sort, desc]), only_suspects])
-    return w.VBox([filters, table, pick, w.HBox([prev_b, next_b, compare]), detail])
+    panel = w.VBox([w.HBox([focus, show_all_b]), table, pick, w.HBox([prev_b, next_b, compare]), detail])
+    panel.add_class("rl-panel")
+    box = w.VBox([filters, panel])
+    box.add_class("rl-explorer")
+    box.panel = panel
+    box.open_rollout, box.open_sample, box.open_calls, box.show_all = open_rollout, open_sample, open_calls, show_all
+    box.current_filters = lambda: state["filters"]  # what the list shows now
+    box.parts = {"runs": run_pick, "search": search, "rows": pick, "detail": detail, "focus": focus,
+                   "compare": compare, "table": table, "show_all": show_all_b, "suspects_only": only_suspects}
+    return box

@@ -1,6 +1,6 @@
 """Metrics over the canonical tables: SQL builders (``*_sql``) beside the functions that run them."""
 from .capacity import capacity, in_flight, projection_error
-from .cost import (PriceWarning, cost, cost_per_sample_frame, frontier, job_cost, job_usage, price_table, rollout_costs,
+from .costs import (PriceWarning, cost, cost_per_sample_frame, frontier, job_cost, job_usage, price_table, rollout_costs,
                    tokens, truncation, truncation_check)
 from .common import UnknownRunError, resolve_runs
 from .graders import grader_pairs, grader_stats

@@ -145,16 +145,22 @@ def signal_plan_sql() -> str:
     """Expected signal share at k attempts: mean over samples of P(k attempts neither all succeed
     nor all fail) = 1 - E[p^k] - E[(1-p)^k], with p a sample's success probability under its
     posterior Beta(a + c, b + n - c). The prior Beta(a, b) is fitted to the run's per-sample
-    success rates by the method of moments (Jeffreys' Beta(1/2, 1/2) when they do not vary), so
-    an unseen success is unlikely but never impossible, and a run whose samples are mostly always
-    right or always wrong gets the small pseudo-counts it deserves."""
+    success rates by the method of moments: the variance of the true rates is the observed
+    variance of c/n less the binomial noise of a few attempts, mean of p(1-p)/(n-1) (without that
+    correction the prior came out too U-shaped and the forecast fell 3–17 points short in
+    simulation). Jeffreys' Beta(1/2, 1/2) when no sample ever or every sample always succeeds,
+    so an unseen success is unlikely but never impossible; rates that vary no more than noise
+    give the strongest prior allowed."""
     lo, hi = PRIOR_BOUNDS
     e_pow = ("exp(lgamma({x} + k) - lgamma({x}) + lgamma(alpha + beta) - lgamma(alpha + beta + k))")
     return f"""
     WITH per_sample AS ({per_sample_sql()}),
-    moments AS (SELECT avg(c / n) AS m, var_pop(c / n) AS v FROM per_sample),
+    moments AS (SELECT avg(c / n) AS m,
+                       var_pop(c / n) - avg(CASE WHEN n > 1 THEN (c / n) * (1 - c / n) / (n - 1) ELSE 0 END) AS v
+                FROM per_sample),
     prior AS (
-        SELECT CASE WHEN v > 0 AND m > 0 AND m < 1 THEN greatest(m * (1 - m) / v - 1, 0.0) END AS strength,
+        SELECT CASE WHEN m > 0 AND m < 1 THEN CASE WHEN v > 0 THEN greatest(m * (1 - m) / v - 1, 0.0)
+                                                   ELSE {hi} END END AS strength,
                m FROM moments),
     ab AS (  -- greatest/least skip NULLs, hence the explicit fallback
         SELECT CASE WHEN strength IS NULL THEN 0.5 ELSE least(greatest(m * strength, {lo}), {hi}) END AS a,

@@ -1,4 +1,4 @@
-"""The cost–score frontier (from ``metrics.cost.frontier``): every run's score with its CI against
+"""The cost–score frontier (from ``metrics.costs.frontier``): every run's score with its CI against
 its cost per rollout (or per solved sample), the Pareto-optimal runs marked — no other run scores
 more for less. Static (matplotlib) and interactive (plotly), the same data and look; neither
 aggregates. Colors of ``style``: each run its run color (the first the base blue, the second the

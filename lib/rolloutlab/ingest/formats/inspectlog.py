@@ -13,6 +13,11 @@ model's 0: ``infra_error``, no score unless scorers gave one, the message kept; 
 a ``limit`` (messages, tokens, time, context) is ``truncated``. ``.eval`` files are read one
 sample at a time (memory bounded by the largest sample), whether the zip stores its members
 with deflate or, as current inspect_ai does, with Zstandard; inspect_ai itself is not needed.
+
+A sample member is decoded into ``SampleFields`` (msgspec): the fields a rollout is made of are
+built as ``json.loads`` builds them, and the rest — above all ``events``, the transcript, most of
+each member — is skipped without being built. JSON msgspec refuses (NaN, numbers past a double,
+not an object, bad UTF-8) is left to ``json.loads``, which reads it or says why not, as before.
 """
 from __future__ import annotations
 
@@ -20,6 +25,13 @@ import json
 import re
 import zipfile
 from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+from tqdm.auto import tqdm
+
+from ... import config
 
 from ..chat import convert_messages
 from ..context import LoadContext, LoadResult
@@ -27,12 +39,64 @@ from ..convert import (BadField, Experiment, Item, choose_run, dumps, field, gua
                        lenient_str, preview, text_of)
 from ..jsonscan import loads_lenient
 from ..ziparchive import Archive
+from ...config import INSPECT_PROGRESS_MIN_SAMPLES
 
 FORMAT = "inspect"
 LETTERS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
 # what reading one zip member can raise (MemberError is a ValueError, as is bad JSON)
 UNREADABLE = (ValueError, zipfile.BadZipFile, OSError, EOFError, RecursionError)
 SAMPLE_NAME = re.compile(r"^samples/(?P<id>.+)_epoch_(?P<epoch>\d+)\.json$")
+JOURNAL_SUMMARY = re.compile(r"^_journal/summaries/(?P<n>\d+)\.json$")
+
+
+class SampleFields(msgspec.Struct):
+    """What a rollout is made of, in the order Inspect writes a sample. Decoding a member into it
+    skips every other field (``events``, ``store``, ``attachments``, ``metadata`` ...) unbuilt."""
+    id: Any = UNSET
+    epoch: Any = UNSET
+    input: Any = UNSET
+    target: Any = UNSET
+    messages: Any = UNSET
+    output: Any = UNSET
+    scores: Any = UNSET
+    model_usage: Any = UNSET
+    total_time: Any = UNSET
+    uuid: Any = UNSET
+    error: Any = UNSET
+    limit: Any = UNSET
+    started_at: Any = UNSET
+    completed_at: Any = UNSET
+
+
+class SummaryKey(msgspec.Struct):
+    """What summaries.json is read for: which samples the log holds."""
+    id: Any = None
+    epoch: Any = None
+
+
+_KEPT = SampleFields.__struct_fields__
+_decode_sample = msgspec.json.Decoder(SampleFields).decode
+_decode_summaries = msgspec.json.Decoder(list[SummaryKey]).decode
+
+
+def decode_sample(data: bytes) -> object:
+    """A sample member as ``json.loads`` reads it, less the fields no rollout reads (absent fields
+    stay absent). Members msgspec refuses go to ``json.loads``, which reads them or raises."""
+    try:
+        sample = _decode_sample(data)
+    except (ValueError, RecursionError):  # msgspec's errors are ValueErrors
+        whole = json.loads(data)
+        return {k: v for k, v in whole.items() if k in _KEPT} if isinstance(whole, dict) else whole
+    return {name: value for name in _KEPT if (value := getattr(sample, name)) is not UNSET}
+
+
+def summary_keys(data: bytes) -> set[tuple[str, int]]:
+    """(id, epoch) of every sample a summaries list names."""
+    try:
+        summaries = [{"id": s.id, "epoch": s.epoch} for s in _decode_summaries(data)]
+    except (ValueError, RecursionError):
+        summaries = json.loads(data)
+    return {(str(s.get("id")), int(s.get("epoch") or 1)) for s in summaries if isinstance(s, dict)}
 
 
 def sniff(path, head: str, first_record) -> bool:
@@ -169,25 +233,56 @@ def _eval_items(ctx: LoadContext, zf: Archive, notes: list):
         if m:
             present[(m["id"], int(m["epoch"]))] = name
     run = _run(ctx, ev, notes, [(sample_id, epoch) for sample_id, epoch in present])
-    expected = set()
-    if "summaries.json" in names:
-        try:
-            expected = {(str(s.get("id")), int(s.get("epoch") or 1))
-                        for s in json.loads(zf.read("summaries.json")) if isinstance(s, dict)}
-        except (*UNREADABLE, TypeError):
-            expected = set()
-    for key in sorted(present, key=lambda k: (k[1], _natural(k[0]))):
-        name = present[key]
-        loc = f"sample {key[0]} epoch {key[1]}"
-        try:
-            sample = json.loads(zf.read(name))
-        except UNREADABLE as exc:
-            yield Item(loc, reason=f"{name} in the zip is unreadable ({type(exc).__name__}: {exc})", raw=name)
-            continue
-        yield sample_item(sample, run, loc)
+    expected, listing = _expected(ctx, zf, names, notes) if "summaries.json" in names else (set(), "")
+    keys = sorted(present, key=lambda k: (k[1], _natural(k[0])))
+    bar = tqdm(total=len(keys), desc=ctx.path.name[:30], unit="sample", leave=False, mininterval=0.5,
+               disable=not _progress_shown(len(keys)))
+    try:
+        with zf.reading_ahead([present[key] for key in keys]):  # decompressed on another core meanwhile
+            for key in keys:
+                name = present[key]
+                loc = f"sample {key[0]} epoch {key[1]}"
+                try:
+                    sample = decode_sample(zf.read(name))
+                except UNREADABLE as exc:
+                    yield Item(loc, reason=f"{name} in the zip is unreadable ({type(exc).__name__}: {exc})", raw=name)
+                    continue
+                finally:
+                    bar.update()
+                yield sample_item(sample, run, loc)
+    finally:
+        bar.close()
     for key in sorted(expected - set(present), key=lambda k: (k[1], _natural(k[0]))):
-        yield Item(f"sample {key[0]} epoch {key[1]}", raw="",
-                   reason="listed in summaries.json but missing from the zip")
+        yield Item(f"sample {key[0]} epoch {key[1]}", raw="", reason=f"listed in {listing} but missing from the zip")
+
+
+def _expected(ctx: LoadContext, zf: Archive, names: list[str], notes: list) -> tuple[set[tuple[str, int]], str]:
+    """The (id, epoch) pairs summaries.json lists, and where they were read. Where it cannot be
+    read (past the zip limits: 200,000 samples of a browser agent's summaries are 530 MB), the
+    summaries of the journal inspect_ai keeps beside it, one file per flush, read one at a time;
+    neither: none (samples missing from the zip cannot be told), and a note says so."""
+    try:
+        return summary_keys(zf.read("summaries.json")), "summaries.json"
+    except (*UNREADABLE, TypeError) as exc:
+        problem = f"{type(exc).__name__}: {str(exc)[:200]}"
+    journal = sorted((n for n in names if JOURNAL_SUMMARY.match(n)), key=lambda n: int(JOURNAL_SUMMARY.match(n)["n"]))
+    expected = set()
+    try:
+        for name in journal:
+            expected |= summary_keys(zf.read(name))
+    except (*UNREADABLE, TypeError):
+        journal = []
+    notes.append(f"{ctx.path}: summaries.json is unreadable ({problem}): " + (
+        f"the samples the log holds are read from its journal ({len(journal)} summary files)" if journal else
+        "samples missing from the zip cannot be told"))
+    return (expected, "the journal's summaries") if journal else (set(), "")
+
+
+def _progress_shown(n_samples: int) -> bool:
+    """A bar of samples for a large log, while ingest shows its bar of files (progress on, not CI)."""
+    if n_samples < INSPECT_PROGRESS_MIN_SAMPLES or config.progress_disabled():
+        return False
+    return any(getattr(bar, "desc", None) == "ingest" and not bar.disable for bar in list(tqdm._instances))
 
 
 def _natural(text: str):

@@ -189,7 +189,7 @@ def _pricing(con: duckdb.DuckDBPyConnection, labels: list[str], prices) -> dict:
     return {"models": models, "price_models": keys, "p_input": cols["input"], "p_cached": cols["cached_input"],
             "p_output": cols["output"], "p_reasoning": cols["reasoning"],
             "reasoning_in_output": list(REASONING_IN_OUTPUT_FORMATS),
-            "_as_of": sorted({a for a in used.as_of if a}), "_origin": sorted(set(used.origin))}
+            "_as_of": sorted({a for a in used.as_of if isinstance(a, str) and a}), "_origin": sorted(set(used.origin))}
 
 
 def cached_column_sql() -> str:
@@ -647,7 +647,8 @@ def job_cost(con: duckdb.DuckDBPyConnection, run: str, samples: int | None = Non
     den = per.n_cost.to_numpy(float)[:, None]
     mean = stats.ratio(num[:, 0], den[:, 0]) if len(per) else math.nan
     lo, hi = _bootstrap_ratios(num, den, n_boot, seed, ci)[0] if len(per) else (math.nan, math.nan)
-    costs = np.array([c for cs in per.costs for c in (cs if cs is not None else [])], dtype=float)
+    # a sample none of whose rollouts has a cost gives no list (NULL), not an empty one
+    costs = np.array([c for cs in per.costs if isinstance(cs, (list, np.ndarray)) for c in cs], dtype=float)
     p50, p95 = (np.quantile(costs, [0.5, 0.95]) if costs.size else (math.nan, math.nan))
     per_step = int(samples) * multiplier
     rows = []
@@ -742,7 +743,7 @@ def job_usage(con: duckdb.DuckDBPyConnection, job: str | None = None, prices=Non
          "p_cached": cols["cached_input"], "p_output": cols["output"]}
     df = run_sql(con, job_usage_sql(), p).df()
     used = table[table.model.isin(keys)]
-    df.attrs.update(prices_as_of=sorted({a for a in used.as_of if a}), excludes=TRAINING_FEES_EXCLUDED.replace(
+    df.attrs.update(prices_as_of=sorted({a for a in used.as_of if isinstance(a, str) and a}), excludes=TRAINING_FEES_EXCLUDED.replace(
         " and model-grader tokens", ""))
     return df
 

@@ -1,0 +1,385 @@
+"""Training files from a curation (docs/formats.md, "Exports"): the kept samples' prompts and
+references in the layout a trainer reads, split as ``curate`` split them, and ``curation.json``.
+
+Only the dataset's prompt and reference are written (``samples.prompt``, ``samples.reference``),
+never anything a rollout produced. A kept sample without a usable prompt is counted under
+``not_exported`` with the reason, never written with an empty prompt.
+
+Layouts (``to``), each as ``train`` and ``validation`` files:
+- ``openai-rft`` (JSONL): OpenAI reinforcement fine-tuning lines, ``messages`` ending with the
+  user turn, the reference's fields at the top level (``{{item.<field>}}``) and ``id``;
+- ``verl`` (Parquet): verl's RL dataset, ``data_source``, ``prompt`` (chat messages), ``ability``,
+  ``reward_model`` {``style``, ``ground_truth``}, ``extra_info``;
+- ``trl`` (Parquet): a conversational prompt-only dataset for TRL's GRPO, ``prompt``,
+  ``ground_truth``, ``sample_id`` and the reference's fields as columns;
+- ``jsonl``: rolloutlab's own, ``sample_id``, ``prompt`` (messages), ``reference``, ``split``,
+  ``group`` and the sample's statistics.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .catalog import run_sources_sql
+from .curation import curate
+from .metrics.common import run_sql
+from .version import __version__
+from .config import (
+    OPENAI_RFT_MAX_FILE_BYTES,
+    OPENAI_RFT_RESERVED,
+    REFERENCE_FIELD,
+    SAMPLE_ID_FIELD,
+    VERL_ABILITY,
+    VERL_REWARD_STYLE,
+    TRL_REFERENCE_COLUMN,
+    NOT_EXPORTED_EXAMPLES,
+)
+
+EXPORT_FORMATS = ("openai-rft", "verl", "trl", "jsonl")
+SPLITS = ("train", "validation")
+
+# roles a prompt may hold, and how each layout names them
+_ROLES = {"openai-rft": {"system": "developer", "developer": "developer", "user": "user", "assistant": "assistant"},
+          "chat": {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}}
+OPENAI_RFT_CHECKS = [
+    "every line is one JSON object with a non-empty `messages` array",
+    "the last message is the user turn",
+    "roles are developer, user or assistant (a system prompt is written as developer)",
+    "every message's content is non-empty text (text only: no image, audio or file parts)",
+    "no reference field is named `messages` or `tools` (the format's reserved keys)",
+    f"each file is at most {OPENAI_RFT_MAX_FILE_BYTES // (1024 * 1024)} MB (the Files API's upload limit)",
+    "a validation file is written beside the training file",
+]
+
+
+def export_rows_sql() -> str:
+    """Prompt, reference and data source of the picked (run, sample) pairs: the sample row of the
+    run's split first, then one with a prompt."""
+    return """
+    WITH picked AS (SELECT unnest($pick_runs) AS run_id, unnest($pick_samples) AS sample_id),
+    rows AS (
+        SELECT p.sample_id, s.prompt, s.reference, json_extract_string(s.meta, '$.data_source') AS data_source,
+               (s.split IS NOT DISTINCT FROM r.split)::INTEGER * 2 + (nullif(trim(s.prompt), '') IS NOT NULL)::INTEGER
+                   AS preference
+        FROM picked p JOIN runs r ON r.run_id = p.run_id JOIN samples s ON s.sample_id = p.sample_id)
+    SELECT sample_id, arg_max(prompt, preference) AS prompt, arg_max(reference, preference) AS reference,
+           arg_max(data_source, preference) AS data_source
+    FROM rows GROUP BY sample_id ORDER BY sample_id
+    """
+
+
+def provenance_sql() -> str:
+    """The files the exported samples came from: those that loaded the run's rollouts (and their
+    endpoint events), and those that provide the samples' rows."""
+    return f"""
+    SELECT s.source_id, s.path, s.format, s.sha256 FROM sources s
+    WHERE s.source_id IN ({run_sources_sql()})
+       OR s.source_id IN (SELECT source_id FROM sample_sources WHERE list_contains($samples, sample_id))
+    ORDER BY s.source_id
+    """
+
+
+def _missing(value) -> bool:
+    """NULL from the database: None, or NaN / NA once pandas holds it."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _content_text(content) -> str | None:
+    """A message's content as text; None when it holds anything but text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and part.get("type") in ("text", "input_text") and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            else:
+                return None
+        return "".join(texts)
+    return None
+
+
+def prompt_messages(prompt: str | None) -> tuple[list[dict] | None, str | None]:
+    """The prompt as chat messages, up to and including its last user turn, or (None, why not).
+    A prompt stored as a JSON list of {role, content} is those messages; any other text is one
+    user turn."""
+    if _missing(prompt) or not str(prompt).strip():
+        return None, "no_prompt"
+    text = str(prompt).strip()
+    value = None
+    if text.startswith("["):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+    if not (isinstance(value, list) and value and all(isinstance(m, dict) and isinstance(m.get("role"), str)
+                                                       for m in value)):
+        return [{"role": "user", "content": str(prompt)}], None
+    messages = []
+    for m in value:
+        content = _content_text(m.get("content"))
+        if content is None:
+            return None, "non_text_prompt"
+        messages.append({"role": m["role"], "content": content})
+    last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
+    if last is None:
+        return None, "no_user_turn"
+    messages = messages[: last + 1]  # what follows the last user turn would be an answer
+    if any(m["role"] not in _ROLES["chat"] for m in messages):
+        return None, "unsupported_role"
+    if any(not m["content"].strip() for m in messages):
+        return None, "empty_message"
+    return messages, None
+
+
+def reference_fields(reference: str | None) -> dict[str, Any]:
+    """A reference that is a JSON object is its fields; any other reference is one text field."""
+    if _missing(reference):
+        return {}
+    text = str(reference).strip()
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            return value
+    return {REFERENCE_FIELD: str(reference)}
+
+
+def _roles(messages: list[dict], layout: str) -> list[dict]:
+    names = _ROLES[layout]
+    return [{"role": names[m["role"]], "content": m["content"]} for m in messages]
+
+
+def openai_rft_problem(line: dict) -> str | None:
+    """Why a line breaks the documented rules of an RFT dataset line (None: it does not)."""
+    messages = line.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "no messages"
+    if any(not isinstance(m, dict) or m.get("role") not in ("developer", "user", "assistant") for m in messages):
+        return "a role other than developer, user or assistant"
+    if any(not isinstance(m.get("content"), str) or not m["content"].strip() for m in messages):
+        return "a message without text"
+    if messages[-1]["role"] != "user":
+        return "the last message is not the user turn"
+    if "tools" in line:
+        return "a reference field named tools"
+    return None
+
+
+def _openai_rft(row, messages) -> tuple[dict | None, str | None]:
+    fields = reference_fields(row.reference)
+    if any(k in fields for k in OPENAI_RFT_RESERVED):
+        return None, "reserved_field"
+    line = {"messages": _roles(messages, "openai-rft"), **fields}
+    line.setdefault(SAMPLE_ID_FIELD, row.sample_id)
+    problem = openai_rft_problem(line)
+    return (None, "openai_rft_rule") if problem else (line, None)
+
+
+def _verl(row, messages, index: int) -> dict:
+    return {"data_source": row.data_source if isinstance(row.data_source, str) else row.run,
+            "prompt": _roles(messages, "chat"), "ability": VERL_ABILITY,
+            "reward_model": {"style": VERL_REWARD_STYLE, "ground_truth": _text_or_none(row.reference)},
+            "extra_info": {"split": row.split, "index": index, "sample_id": row.sample_id, "group": row.group,
+                           "run": row.run, "pass_rate": _float(row.pass_rate), "attempts": int(row.attempts)}}
+
+
+def _trl(row, messages) -> dict:
+    record = {"prompt": _roles(messages, "chat"), TRL_REFERENCE_COLUMN: _text_or_none(row.reference),
+              "sample_id": row.sample_id}
+    for key, value in reference_fields(row.reference).items():
+        if key == REFERENCE_FIELD and not _text_or_none(row.reference).lstrip().startswith("{"):
+            continue  # a plain-text reference is ground_truth already
+        record[f"reference_{key}" if key in record else key] = value
+    return record
+
+
+def _jsonl(row, messages) -> dict:
+    fields = reference_fields(row.reference)
+    reference = fields.get(REFERENCE_FIELD) if set(fields) == {REFERENCE_FIELD} else (fields or None)
+    return {"sample_id": row.sample_id, "prompt": _roles(messages, "chat"), "reference": reference,
+            "split": row.split, "group": row.group, "run": row.run, "attempts": int(row.attempts),
+            "pass_rate": _float(row.pass_rate), "mean_score": _float(row.mean_score)}
+
+
+def _text_or_none(value) -> str | None:
+    return None if _missing(value) else str(value)
+
+
+def _float(value) -> float | None:
+    return None if _missing(value) else float(value)
+
+
+_MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+VERL_SCHEMA = pa.schema([
+    ("data_source", pa.string()), ("prompt", _MESSAGES), ("ability", pa.string()),
+    ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+    ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64()), ("sample_id", pa.string()),
+                              ("group", pa.string()), ("run", pa.string()), ("pass_rate", pa.float64()),
+                              ("attempts", pa.int64())])),
+])
+
+
+def _uniform(values: list) -> list:
+    """One Parquet type per column: a column whose values are not all text, all booleans or all
+    numbers holds their JSON text."""
+    present = [v for v in values if v is not None]
+    kinds = {bool if isinstance(v, bool) else (int, float) if isinstance(v, (int, float)) else str
+             if isinstance(v, str) else object for v in present}
+    if len(kinds) <= 1 and object not in kinds:
+        return [float(v) if kinds == {(int, float)} and v is not None else v for v in values]
+    return [None if v is None else json.dumps(v, ensure_ascii=False, sort_keys=True) for v in values]
+
+
+def _trl_table(records: list[dict]) -> pa.Table:
+    columns = list(dict.fromkeys(k for r in records for k in r)) or ["prompt", TRL_REFERENCE_COLUMN, "sample_id"]
+    fixed = {"prompt": _MESSAGES, TRL_REFERENCE_COLUMN: pa.string(), "sample_id": pa.string()}
+    arrays, fields = [], []
+    for name in columns:
+        values = [r.get(name) for r in records]
+        if name in fixed:
+            arrays.append(pa.array(values, type=fixed[name]))
+        else:
+            arrays.append(pa.array(_uniform(values)))
+        fields.append(pa.field(name, arrays[-1].type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _write_atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _jsonl_bytes(records: list[dict]) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+
+
+def _file_facts(path: Path, rows: int) -> dict:
+    data = path.read_bytes()
+    return {"path": str(path), "rows": rows, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _database(con) -> str | None:
+    try:
+        row = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    except duckdb.Error:
+        return None
+    return row[0] if row else None
+
+
+def write_curated(con: duckdb.DuckDBPyConnection, run: str | Sequence[str], out: str | os.PathLike,
+                  to: str = "openai-rft", **curate_options) -> dict:
+    """Curate ``run`` (``curate_options`` are ``curate``'s) and write the kept samples into
+    ``out``: train and validation files in the layout ``to`` (one of ``EXPORT_FORMATS``) and
+    ``curation.json`` (run, parameters, counts per verdict, seed, what was and was not exported
+    and why, the forecast, the database and the source files). Returns what ``curation.json``
+    holds. Files of other names in ``out`` are left alone; these are replaced whole."""
+    from .curation import forecast
+
+    if to not in EXPORT_FORMATS:
+        raise ValueError(f"to={to!r}: use one of {', '.join(EXPORT_FORMATS)}")
+    curated = curate(con, run, **curate_options)
+    kept = curated[curated.verdict.eq("keep")]
+    rows = run_sql(con, export_rows_sql(), {"pick_runs": list(kept.run) or [""],
+                                            "pick_samples": list(kept.sample_id) or [""]}).df()
+    kept = kept.merge(rows, on="sample_id", how="left").sort_values(["split", "sample_id"], kind="stable")
+
+    records: dict[str, list[dict]] = {s: [] for s in SPLITS}
+    skipped: dict[str, list[str]] = {}
+    for row in kept.itertuples(index=False):
+        messages, why = prompt_messages(row.prompt)
+        record = None
+        if messages is not None:
+            if to == "openai-rft":
+                record, why = _openai_rft(row, messages)
+            elif to == "verl":
+                record = _verl(row, messages, len(records[row.split]))
+            elif to == "trl":
+                record = _trl(row, messages)
+            else:
+                record = _jsonl(row, messages)
+        if record is None:
+            skipped.setdefault(why, []).append(row.sample_id)
+        else:
+            records[row.split].append(record)
+
+    target = Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for split in SPLITS:
+        if to in ("openai-rft", "jsonl"):
+            data = _jsonl_bytes(records[split])
+            if to == "openai-rft" and len(data) > OPENAI_RFT_MAX_FILE_BYTES:
+                raise ValueError(f"the {split} file would be {len(data) / 2**20:.0f} MB, over the "
+                                 f"{OPENAI_RFT_MAX_FILE_BYTES // 2**20} MB the Files API accepts: "
+                                 "narrow the band or curate fewer samples")
+            path = target / f"{split}.jsonl"
+            _write_atomic(path, lambda p, d=data: p.write_bytes(d))
+        else:
+            table = (pa.Table.from_pylist(records[split], schema=VERL_SCHEMA) if to == "verl"
+                     else _trl_table(records[split]))
+            path = target / f"{split}.parquet"
+            _write_atomic(path, lambda p, t=table: pq.write_table(t, p))
+        files[split] = _file_facts(path, len(records[split]))
+
+    exported_ids = sorted(kept.sample_id[~kept.sample_id.isin({i for ids in skipped.values() for i in ids})])
+    attrs = curated.attrs
+    sources = pd.concat([run_sql(con, provenance_sql(), {"run": r, "samples": exported_ids or [""]}).df()
+                         for r in attrs["runs"]]).drop_duplicates("source_id").sort_values("source_id")
+    plan = forecast(con, curated)
+    warnings = []
+    if to == "openai-rft" and not records["validation"]:
+        warnings.append("the validation file is empty: an RFT job needs validation samples "
+                        "(raise validation_share, or curate a run with more kept samples)")
+    if not records["train"]:
+        warnings.append("the train file is empty" + (
+            f": all {attrs['pinned_validation']} kept samples are in another run's validation split "
+            "(keep_validation=False re-splits them)" if attrs["pinned_validation"] else ""))
+    if skipped:
+        warnings.append(f"{sum(map(len, skipped.values()))} kept samples were not exported: "
+                        + ", ".join(f"{len(v)} {k.replace('_', ' ')}" for k, v in sorted(skipped.items())))
+    manifest = {
+        "run": attrs["run"], "runs": attrs["runs"], "to": to, "seed": attrs["seed"],
+        "parameters": {k: attrs[k] for k in ("band", "on", "min_attempts", "drop_suspects", "audit_base",
+                                             "validation_share", "seed", "mask_numbers",
+                                             "near_duplicate_threshold", "keep_validation", "pass_threshold",
+                                             "include_errors")},
+        "samples": attrs["samples"], "counts": attrs["counts"],
+        "grouping": {k: attrs[k] for k in ("groups", "groups_with_several_samples", "same_prompt_samples",
+                                           "near_duplicate_pairs", "near_duplicate_samples", "pinned_validation")},
+        "exported": {s: len(records[s]) for s in SPLITS},
+        "not_exported": {k: {"samples": len(v), "examples": v[:NOT_EXPORTED_EXAMPLES]} for k, v in sorted(skipped.items())},
+        "without_reference": int(sum(_missing(r) for r in kept.reference)),
+        "files": files,
+        "checks": OPENAI_RFT_CHECKS if to == "openai-rft" else [],
+        "forecast": json.loads(plan.to_json(orient="records")),
+        "warnings": warnings,
+        "database": _database(con),
+        "sources": json.loads(sources.to_json(orient="records")),
+        "rolloutlab_version": __version__,
+        "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    path = target / "curation.json"
+    text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
+    _write_atomic(path, lambda p: p.write_text(text, encoding="utf-8"))
+    manifest["files"]["curation"] = str(path)
+    return manifest
