@@ -34,7 +34,9 @@ def test_real_eval_file(real_dir, con):
     want = {f"popularity:{s['id']}": letters[s["scores"]["match"]["value"]] for s in samples}
     got = dict(con.execute("SELECT sample_id, score FROM rollouts").fetchall())
     assert got == want
-    tokens = {f"popularity:{s['id']}": sum(u["input_tokens"] for u in s["model_usage"].values()) for s in samples}
+    tokens = {f"popularity:{s['id']}": sum(u["input_tokens"] + (u.get("input_tokens_cache_read") or 0)
+                                           + (u.get("input_tokens_cache_write") or 0)
+                                           for u in s["model_usage"].values()) for s in samples}
     assert dict(con.execute("SELECT sample_id, input_tokens FROM rollouts").fetchall()) == tokens
     assert rl.runs(con).run.tolist() == ["openai/gpt-4o-mini/popularity"]
 
@@ -253,6 +255,28 @@ def test_a_sample_error_is_the_harness_not_the_model_and_a_limit_truncates(con, 
     assert (s.n_excluded, s.mean_score) == (1, pytest.approx(0.5))  # the crash left out, counted
 
 
+def test_cached_input_tokens_and_logged_cost(con, tmp_path):
+    # inspect_ai's input_tokens leave out cache reads and writes (its OpenAI reader subtracts
+    # prompt_tokens_details.cached_tokens); ours count them, the reads as cached_input_tokens.
+    usage = {"openai/gpt-4o": {"input_tokens": 100, "output_tokens": 20, "input_tokens_cache_read": 900,
+                               "input_tokens_cache_write": 50, "total_cost": 0.004},
+             "openai/gpt-4o-mini": {"input_tokens": 10, "output_tokens": 5, "total_cost": 0.0001}}
+    log = {"version": 2, "status": "success", "eval": {"task": "t", "model": "openai/gpt-4o", "task_id": "T1"},
+           "plan": {}, "samples": [
+               {"id": 1, "epoch": 1, "input": "q", "target": "a", "messages": [], "output": {"completion": "a"},
+                "scores": {"match": {"value": "C"}}, "model_usage": usage},
+               {"id": 2, "epoch": 1, "input": "q", "target": "a", "messages": [], "output": {"completion": "a"},
+                "scores": {"match": {"value": "C"}},
+                "model_usage": {"openai/gpt-4o": {"input_tokens": 7, "output_tokens": 1}}}]}
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps(log))
+    rl.ingest(con, path)
+    rows = con.execute("SELECT sample_id, input_tokens, cached_input_tokens, output_tokens, cost_usd "
+                       "FROM rollouts ORDER BY 1").fetchall()
+    assert rows[0][:4] == ("t:1", 100 + 900 + 50 + 10, 900, 25) and rows[0][4] == pytest.approx(0.0041)
+    assert rows[1] == ("t:2", 7, None, 1, None)  # no cache reads logged: unknown, not 0; no cost logged
+
+
 def test_tool_results_without_calls_keep_their_timeout(con, tmp_path):
     # inspect_ai's tests/log/test_eval_log/log_tool_call_error.json keeps 11 tool results and no calls
     messages = [{"role": "user", "content": "list files"}] + [
@@ -280,7 +304,8 @@ for path in sys.argv[1:]:
         calls = sum(len(m.tool_calls or []) for m in s.messages if m.role == "assistant")
         scores = {k: v.value for k, v in (s.scores or {}).items()}
         out.append({"file": path, "task": log.eval.task, "id": str(s.id), "epoch": s.epoch, "scores": scores,
-                    "calls": calls, "input_tokens": sum(u.input_tokens for u in s.model_usage.values()),
+                    "calls": calls, "input_tokens": sum(u.input_tokens + (u.input_tokens_cache_read or 0)
+                                                     + (u.input_tokens_cache_write or 0) for u in s.model_usage.values()),
                     "output_tokens": sum(u.output_tokens for u in s.model_usage.values()), "error": s.error is not None})
 print(json.dumps(out))
 '''

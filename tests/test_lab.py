@@ -104,7 +104,7 @@ def test_explore_notebook_runs_and_the_widget_responds(browser, lab, tmp_path):
     page.wait_for_function(
         f"() => {{ const c = document.querySelector('.rl-count'); return c && c.textContent.startsWith('{data['total']} rollouts') }}",
         timeout=30_000)
-    search = page.locator(".widget-text input").first
+    search = page.locator(".rl-search input").first
     search.fill("fin-00001")  # the native runs' sample (endpoint samples are fin-train-...)
     page.wait_for_function(
         "() => { const c = document.querySelector('.rl-count'); return c && c.textContent.startsWith('6 rollouts') }",

@@ -1,7 +1,6 @@
 """Labels (rl.label, rl.labels, import / export, the random subset) and grader calibration."""
 from __future__ import annotations
 
-import importlib
 import json
 
 import numpy as np
@@ -14,7 +13,7 @@ from rolloutlab.calibration import ROLLOUT_SCORE, grader_calibration
 
 from conftest import rollout, write_jsonl
 
-L = importlib.import_module("rolloutlab.labels")  # the module: rolloutlab exports the function labels under that name
+from rolloutlab import labelling as L
 
 
 def rows(df, cols) -> list[list]:

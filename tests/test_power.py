@@ -8,7 +8,7 @@ from scipy.stats import norm
 
 import rolloutlab as rl
 from rolloutlab import stats
-from rolloutlab.power import detectable_sentence, power
+from rolloutlab.power_analysis import detectable_sentence, power
 
 from conftest import rollout
 

@@ -1,7 +1,6 @@
 """Every readiness check on a fixture built to trigger it, and on one built not to."""
 from __future__ import annotations
 
-import importlib
 import json
 
 import pytest
@@ -320,7 +319,7 @@ def _labelled_run(load, con, tmp_path, bias, n=150, grader_bias=0.0, seed=0):
                                    grades=[{"grader": "judge", "score": float(judge)}]))
             records[-1]["score"] = float(reward)
     load(records)
-    labels = importlib.import_module("rolloutlab.labels")  # the module, not rl.labels
+    from rolloutlab import labelling as labels
 
     picked = labels.labelling_sample(con, "g", n=n, seed=seed).rollout_id
     path = tmp_path / "labels.jsonl"
@@ -332,7 +331,7 @@ def _labelled_run(load, con, tmp_path, bias, n=150, grader_bias=0.0, seed=0):
 def test_grader_vs_labels_skips_without_enough_labels(load, con):
     load(dataset(run="g"))
     assert status(rl.check(con, "g"), "grader_vs_labels") == "skip"
-    labels = importlib.import_module("rolloutlab.labels")  # the module, not rl.labels
+    from rolloutlab import labelling as labels
 
     for rid in labels.labelling_sample(con, "g", n=10).rollout_id:
         labels.label(con, rid, "pass")

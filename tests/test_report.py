@@ -316,7 +316,7 @@ def test_what_to_train_on_next_and_power(report_db):
     """Curation counts per verdict (the keep count is curate's), its forecast, the signal along
     training (two checkpoints), the command that writes the files; the headline's power line."""
     from rolloutlab import curation
-    from rolloutlab.power import detectable_sentence, power
+    from rolloutlab.power_analysis import detectable_sentence, power
     from rolloutlab.htmltext import esc
 
     html = rl.build_report(report_db, "base", "cand", n_boot=100, progress=False)

@@ -27,7 +27,7 @@ def con_x(load):
 def parts(app):
     """(filters, count table, row list, navigation, detail pane) of the explorer."""
     filters, panel = app.children
-    _, table, rows, nav, detail = panel.children
+    _, table, rows, nav, detail, *_ = panel.children
     return filters, table, rows, nav, detail
 
 
@@ -372,3 +372,158 @@ def test_a_click_on_a_linked_figure_opens_the_point(con_x):
         "open_sample", {"sample_id": "s<", "runs": ["a&b"]})
     with pytest.raises(ValueError):
         target(None, ["x"])
+
+
+# ---- labelling, the failure-mode filter, the aligned diff of compare mode (issue 27) ----------
+
+def test_label_the_open_rollout(con_x):
+    """pass / fail under the opened rollout store a judgement (origin explorer) and list the
+    rollout's labels, note and who escaped; nothing to label while no rollout is open."""
+    app = rl.explore(con_x)
+    p = app.parts
+    assert p["labelling"].layout.display == "none"  # nothing open
+    _open(app, "r-evil")
+    assert p["labelling"].layout.display is None and "No labels yet." in p["labels"].value
+    p["note"].value = EVIL
+    p["who"].value = "<b>ann</b>"
+    p["pass"].click()
+    stored = rl.labels(con_x)
+    assert stored.rollout_id.tolist() == ["r-evil"] and stored.value.tolist() == [1.0]
+    assert stored.passed.tolist() == [True] and stored.note.tolist() == [EVIL]
+    assert stored.who.tolist() == ["<b>ann</b>"] and stored.origin.tolist() == ["explorer"]
+    shown = p["labels"].value
+    assert wd.esc(EVIL) in shown and "<script>" not in shown and "<img" not in shown
+    assert "&lt;b&gt;ann&lt;/b&gt;" in shown and "<b>ann" not in shown and "rl-pass" in shown
+    assert p["note"].value == ""  # the note went with the label
+    p["fail"].click()  # a change of mind is kept too
+    assert rl.labels(con_x).passed.tolist() == [True, False]
+    assert "labels of this rollout (2)" in p["labels"].value and "rl-fail" in p["labels"].value
+    assert "rl-trajectory" in app.parts["detail"].value  # the trajectory stays open
+    p["note"].value = "half typed"
+    app.parts["compare"].value = True  # the same rollout again: the note stays
+    assert p["note"].value == "half typed"
+    app.parts["search"].value = "answer 3"  # another list: nothing open, no buttons
+    assert p["labelling"].layout.display == "none"
+    app.parts["rows"].value = app.parts["rows"].options[0][1]
+    assert p["note"].value == "" and "No labels yet." in p["labels"].value
+
+
+def test_label_through_a_shared_reader(con_x, db_path):
+    """The explorer's usual connection: label writes through a short-lived writer."""
+    con_x.close()
+    reader = rl.connect(db_path, read_only=True)
+    try:
+        assert isinstance(reader, rl.SharedReader)
+        app = rl.explore(reader)
+        _open(app, "r-evil")
+        app.parts["note"].value = "the grader was fooled"
+        app.parts["fail"].click()
+        stored = rl.labels(reader, rollout_ids=["r-evil"])
+        assert stored.passed.tolist() == [False] and stored.note.tolist() == ["the grader was fooled"]
+        assert "the grader was fooled" in app.parts["labels"].value and "class='rl-error'" not in app.parts["labels"].value
+    finally:
+        reader.close()
+
+
+def test_label_on_a_read_only_connection_says_why(con_x, db_path):
+    con_x.close()
+    ro = rl.connect(db_path, read_only=True, shared=False)
+    try:
+        app = rl.explore(ro)
+        detail = _open(app, "r-evil")
+        app.parts["pass"].click()
+        shown = app.parts["labels"].value
+        assert "class='rl-error'" in shown and "Could not label this rollout: LabelError: This connection is read-only" in shown
+        assert app.parts["detail"].value == detail  # the trajectory stays in view
+        assert rl.labels(ro).empty
+    finally:
+        ro.close()
+
+
+def test_failure_mode_filter(con_x):
+    """Empty until asked; then one entry per mode of the selected runs, and choosing one narrows
+    the list to exactly the rollouts failure_mode_of puts in it."""
+    app = rl.explore(con_x)
+    filters, table, rows, nav, detail = parts(app)
+    modes = app.parts["modes"]
+    assert modes.disabled and [v for _, v in modes.options] == [wd.NO_MODE]
+    app.parts["find_modes"].click()
+    expected = rl.failure_mode_of(con_x, ["base", "cand"])
+    assert [v for _, v in modes.options][1:] == sorted(set(expected["mode"]), key=lambda m: (m[0] != "F", int(m[1:])))
+    assert not modes.disabled and f"over {len(expected)} failing rollouts of base, cand" in app.parts["modes_note"].value
+    for mode, group in expected.groupby("mode"):
+        modes.value = mode
+        assert f"{len(group)} rollouts match" in table.value
+        assert sorted(rid for _, rid in rows.options) == sorted(group.rollout_id)
+    assert any(m.startswith("I") for m in expected["mode"])  # the infra error has a mode of its own
+    modes.value = wd.NO_MODE
+    assert "15 rollouts match" in table.value
+    modes.value = "F1"
+    filters.children[3].value = "s1"  # other filters narrow within the mode
+    in_both = sorted(r for r in expected[expected["mode"] == "F1"].rollout_id
+                     if r in set(wd.page(con_x, wd.Filters(runs=("base", "cand"), search="s1"))[0].rollout_id))
+    assert sorted(rid for _, rid in rows.options) == in_both
+    app.parts["find_modes"].click()  # found again: the dropdown and the list are back to all
+    assert modes.value == wd.NO_MODE and f"{len(in_both)} rollouts match" not in table.value
+    assert f"{len(wd.page(con_x, wd.Filters(runs=('base', 'cand'), search='s1'))[0])} rollouts match" in table.value
+    filters.children[3].value = ""
+    filters.children[0].children[0].value = ("base",)  # other runs: the modes were of base and cand
+    assert modes.disabled and modes.value == wd.NO_MODE and "12 rollouts match" in table.value
+    assert app.parts["modes_note"].value == ""
+
+
+def test_failure_mode_errors_show_in_the_widget(con_x, monkeypatch):
+    from rolloutlab import failures
+
+    def boom(*_, **__):
+        raise RuntimeError("<i>no</i> clusters")
+
+    monkeypatch.setattr(failures, "failure_mode_of", boom)
+    app = rl.explore(con_x)  # opening the explorer and filtering never fit modes (that takes seconds)
+    app.parts["search"].value = "s1"
+    n = wd.page(con_x, wd.Filters(runs=("base", "cand"), search="s1"))[1]
+    assert f"{n} rollouts match" in app.parts["table"].value and "rl-error'" not in app.parts["detail"].value
+    app.parts["runs"].value = ()
+    app.parts["find_modes"].click()
+    assert "Could not find failure modes: ValueError: select a run first" in app.parts["detail"].value
+    app.parts["runs"].value = ("base",)
+    app.parts["find_modes"].click()
+    assert "RuntimeError: &lt;i&gt;no&lt;/i&gt; clusters" in app.parts["detail"].value
+    assert app.parts["modes"].disabled
+
+
+def test_compare_mode_shows_the_aligned_diff(con_x, load):
+    from rolloutlab import failures
+
+    load([rollout("base", "both-pass", 1.0, ["search"]), rollout("cand", "both-pass", 1.0, ["search"])])
+    app = rl.explore(con_x, runs=["base", "cand"])
+    filters, table, rows, nav, detail = parts(app)
+    app.open_sample("s1", ["base", "cand"])  # base fails it (0.1 and an infra error), cand passes
+    opened = rows.value
+    diff = failures.sample_diff(con_x, "s1", "base", "cand", prefer=[opened])
+    assert diff.attrs["rollout_a"] == opened and len(diff)
+    assert failures.trajectory_diff_html(diff) in detail.value
+    assert "class='rl-diff'" in detail.value and "aligned diff: a failing base attempt (A)" in detail.value
+    assert detail.value.index("rl-compare") < detail.value.index("rl-diff") < detail.value.index("rl-trajectory")
+    for sample in ("s5", "both-pass"):  # no candidate attempt; no failing base attempt
+        app.open_sample(sample, ["base", "cand"])
+        message = failures.sample_diff(con_x, sample, "base", "cand").attrs["message"]
+        assert message and wd.esc(message) in detail.value and "class='rl-diff'" not in detail.value
+    assert "no failing base attempt at sample both-pass" in detail.value
+    app.open_sample("s1", ["base"])  # one run: nothing to pair
+    nav.children[2].value = True
+    assert "Select two runs" in detail.value and "class='rl-diff'" not in detail.value
+
+
+def test_a_failing_diff_leaves_the_trajectory_in_view(con_x, monkeypatch):
+    from rolloutlab import failures
+
+    def boom(*_, **__):
+        raise ValueError("<b>bad</b> pair")
+
+    monkeypatch.setattr(failures, "sample_diff", boom)
+    app = rl.explore(con_x, runs=["base", "cand"])
+    app.open_sample("s1", ["base", "cand"])
+    detail = app.parts["detail"].value
+    assert "Could not diff this sample: ValueError: &lt;b&gt;bad&lt;/b&gt; pair" in detail
+    assert "rl-compare" in detail and "rl-trajectory" in detail and "<b>bad" not in detail

@@ -5,8 +5,8 @@ from .metrics import (UnknownRunError, capacity, in_flight, projection_error, gr
                       tool_pairs, tool_stats, training_jobs, training_metrics)
 from .metrics import (PriceWarning, cost, cost_per_sample_frame, frontier, job_cost, job_usage, price_table, rollout_costs,
                       tokens, truncation, truncation_check)
-from .power import power
-from .labels import export_labels, import_labels, label, labelling_sample, labels
+from .power_analysis import power
+from .labelling import export_labels, import_labels, label, labelling_sample, labels
 from .calibration import grader_calibration
 from .readiness import check
 from .audit import audit

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import fmt, stats
-from .labels import label_truth_sql
+from .labelling import label_truth_sql
 from .metrics.common import included_sql, params, resolve_runs, run_sql, threshold
 from .metrics.graders import grade_rows_sql
 

@@ -695,7 +695,7 @@ def cmd_power(args) -> int:
     import pandas as pd
 
     from . import fmt
-    from .power import advice, detectable_sentence, power, size
+    from .power_analysis import advice, detectable_sentence, power, size
 
     df = _read(args, lambda con: power(con, args.base, args.candidate, delta=args.delta, alpha=args.alpha,
                                        power=args.power, metric=args.metric, pass_threshold=args.pass_threshold,
@@ -733,7 +733,7 @@ def cmd_power(args) -> int:
 def _table_file(path: Path, df) -> None:
     """``df`` as CSV (text cells that start like a formula get a leading ') or JSON lines, by the
     file's extension."""
-    from .labels import EXPORT_FORMATS, _safe_cell
+    from .labelling import EXPORT_FORMATS, _safe_cell
 
     kind = EXPORT_FORMATS.get(path.suffix.lower())
     if kind is None:
@@ -750,7 +750,7 @@ def cmd_labels(args) -> int:
 
 
 def _labels_export(args) -> int:
-    from .labels import export_labels
+    from .labelling import export_labels
 
     df = _read(args, lambda con: export_labels(con, args.out, run=args.run))
     whose = f" of {args.run}'s rollouts" if args.run else ""
@@ -762,7 +762,7 @@ def _labels_export(args) -> int:
 
 def _labels_import(args) -> int:
     from . import store
-    from .labels import import_labels
+    from .labelling import import_labels
 
     path = config.db_path(args.db)
     if not path.exists():  # a new, empty database would take the labels and match no rollout
@@ -790,7 +790,7 @@ def _labels_import(args) -> int:
 
 
 def _labels_sample(args) -> int:
-    from .labels import labelling_sample
+    from .labelling import labelling_sample
 
     if args.n < 1:
         raise ValueError(f"--n {args.n}: give 1 or more rollouts")

@@ -334,7 +334,7 @@ def check_power(c: Context) -> dict:
     """Can this validation set detect the improvement the team hopes for? The minimum detectable
     effect of a paired comparison against a future checkpoint (rl.power, no candidate yet: it is
     assumed to vary like this run, with the stated correlation)."""
-    from .power import advice, power, size as _size
+    from .power_analysis import advice, power, size as _size
 
     delta, alpha, target, metric = (c.t["power_delta"], c.t["power_alpha"], c.t["power_target"],
                                     c.t["power_metric"])

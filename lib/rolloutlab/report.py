@@ -686,7 +686,7 @@ def _headline(con, base, candidate, cmp, suspects, checks) -> str:
 def power_html(con: duckdb.DuckDBPyConnection, base: str, candidate: str) -> str:
     """One line: the smallest score difference this comparison could detect (``power``'s MDE at
     the runs' own samples and attempts, ``detectable_sentence``). A failure says so on the line."""
-    from .power import detectable_sentence, power
+    from .power_analysis import detectable_sentence, power
 
     try:
         sentence = detectable_sentence(power(con, base, candidate))

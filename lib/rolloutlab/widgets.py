@@ -13,6 +13,7 @@ import duckdb
 import pandas as pd
 
 from . import fmt
+from .labelling import LabelError, label as store_label, labels as stored_labels
 from .htmltext import esc, missing as _missing
 from .metrics.common import resolve_runs
 
@@ -267,6 +268,91 @@ def attempts_html(rows: pd.DataFrame, runs: list[str]) -> str:
     return f"<div class='rl-compare' style='display:flex;gap:24px'>{''.join(cols)}</div>"
 
 
+# ---- labelling the open rollout, failure modes, the aligned diff of compare mode --------------
+
+LABEL_ORIGIN = "explorer"  # the origin of judgements made in the explorer (labels.label)
+LABEL_NOTE_SHOWN = 1000  # characters of a label's note shown under the buttons
+
+
+def _verdict(r) -> tuple[str, str]:
+    """(word, css class) of one judgement: pass / fail, or the score it gave."""
+    if not _missing(r.passed):
+        return ("pass", "rl-pass") if bool(r.passed) else ("fail", "rl-fail")
+    return f"score {_num(r.value)}", "rl-score"
+
+
+def labels_html(frame: pd.DataFrame) -> str:
+    """The judgements of a rollout (``labels.labels`` rows), oldest first; note, who and origin
+    escaped (people wrote them)."""
+    if frame.empty:
+        return "<p class='rl-note'>No labels yet.</p>"
+    items = []
+    for r in frame.itertuples():
+        word, cls = _verdict(r)
+        who = esc(r.who) if not _missing(r.who) and str(r.who).strip() else "anonymous"
+        when = "" if _missing(r.labelled_at) else f" · {pd.Timestamp(r.labelled_at):%Y-%m-%d %H:%M} UTC"
+        origin = "" if _missing(r.origin) else f" · {esc(r.origin)}"
+        note = "" if _missing(r.note) or not str(r.note).strip() else \
+            f" — <span class='rl-label-note'>{esc(r.note, LABEL_NOTE_SHOWN)}</span>"
+        items.append(f"<li><b class='{cls}'>{word}</b> · {who}{when}{origin}{note}</li>")
+    return f"<p>labels of this rollout ({len(frame)}):</p><ul class='rl-labels'>{''.join(items)}</ul>"
+
+
+NO_MODE = ""  # the mode dropdown's value for "no mode filter"
+
+
+def failure_mode_choices(con: duckdb.DuckDBPyConnection, runs) -> tuple[dict[str, tuple[str, ...]], list]:
+    """The failure modes of ``runs`` (fitted together, ``failures.failure_mode_of``): mode ->
+    its rollout ids, and the mode dropdown's options ((plain-text label, mode); model modes F1,
+    F2 ... then infra modes I1 ..., after the "all rollouts" entry)."""
+    from . import failures
+
+    a = failures.failure_mode_of(con, list(runs))
+    ids: dict[str, tuple[str, ...]] = {}
+    label: dict[str, str] = {}
+    kind: dict[str, str] = {}
+    for mode, group in a.groupby("mode", sort=False):
+        ids[str(mode)] = tuple(map(str, group.rollout_id))
+        label[str(mode)] = "" if _missing(group.label.iloc[0]) else " ".join(str(group.label.iloc[0]).split())
+        kind[str(mode)] = str(group.kind.iloc[0])
+
+    def order(mode: str):
+        number = mode[1:]
+        return (kind[mode] != "model", int(number) if number.isdigit() else 10**9, mode)
+
+    modes = sorted(ids, key=order)
+    options = [("all rollouts (no mode filter)", NO_MODE)] + [
+        (f"{m} · {label[m][:80]} · {len(ids[m])} rollouts", m) for m in modes]
+    return {m: ids[m] for m in modes}, options
+
+
+def modes_note_html(ids_by_mode: dict[str, tuple[str, ...]], runs) -> str:
+    failing = sum(len(v) for v in ids_by_mode.values())
+    if not failing:
+        return f"<span class='rl-note'>no failing rollouts in {esc(_runs_text(runs))}</span>"
+    return (f"<span class='rl-note'>{len(ids_by_mode)} modes over {failing} failing rollouts of "
+            f"{esc(_runs_text(runs))}</span>")
+
+
+def diff_html(con: duckdb.DuckDBPyConnection, sample_id, runs: list[str], prefer=None) -> str:
+    """Compare mode's aligned diff: a failing attempt of the first run (A; one of ``prefer``
+    first, e.g. the open rollout) against a passing attempt of the second (B) at one sample
+    (``failures.sample_diff``); its sentence when there is no such pair."""
+    if len(runs) < 2:
+        return ("<p class='rl-note'>Select two runs to see the aligned diff of a failing attempt of the "
+                "first against a passing attempt of the second.</p>")
+    if _missing(sample_id):
+        return "<p class='rl-note'>This rollout has no sample id: no attempts to pair.</p>"
+    from . import failures
+
+    base, candidate = runs[0], runs[1]
+    diff = failures.sample_diff(con, str(sample_id), base, candidate,
+                                prefer=None if prefer is None else list(prefer))
+    more = f" (the first two of the {len(runs)} selected runs)" if len(runs) > 2 else ""
+    return (f"<div class='rl-sample-diff'><h4>aligned diff: a failing {esc(base)} attempt (A) vs a passing "
+            f"{esc(candidate)} attempt (B){esc(more)}</h4>{failures.trajectory_diff_html(diff)}</div>")
+
+
 NO_MATH = "tex2jax_ignore mathjax_ignore"  # log text holds dollar amounts: never typeset it as math
 
 STYLE = """<style>
@@ -277,6 +363,7 @@ STYLE = """<style>
 .rl-rows select{font-family:monospace;font-size:12px}.rl-call{margin:2px 0 6px 18px;font-size:12px}
 .rl-call pre.rl-out{max-height:120px;color:#555;margin:2px 0}.rl-failed code{color:#D55E00}
 .rl-suspect{background:#fff3e0;padding:4px}.rl-note{color:#777}
+.rl-pass{color:#009E73}.rl-fail{color:#D55E00}.rl-labels{margin:2px 0;font-size:12px}
 </style>"""
 
 
@@ -327,7 +414,12 @@ def _errors_shown_in(pane, what: str):
 def explore(con: duckdb.DuckDBPyConnection, runs=None):
     """An ipywidgets app: filters (including the audit's suspects), a paged sortable list of
     rollouts where a click opens one, the trajectory with each turn's tool calls in place, and
-    compare mode (the same sample's attempts under every selected run).
+    compare mode (the same sample's attempts under every selected run, and the aligned diff of a
+    failing attempt of the first run against a passing attempt of the second). Under an opened
+    rollout, "pass" / "fail" buttons with a note and who label it (``labels.label``; on a
+    ``SharedReader`` through a short-lived writer) and list its labels. "find failure modes" fits
+    the selected runs' failure modes (``failures.failure_mode_of``, on demand: it takes seconds)
+    and fills a dropdown that narrows the list to one mode's rollouts.
 
     ``runs``: the runs selected at the start (e.g. a comparison's base and candidate); every
     loaded run can be added in the run list. None: all of them.
@@ -342,7 +434,8 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
 
     loaded = resolve_runs(con, None)
     chosen = resolve_runs(con, runs)
-    state = {"filters": Filters(runs=tuple(chosen)), "suspects": {}, "focus": None, "notes": {}}
+    state = {"filters": Filters(runs=tuple(chosen)), "suspects": {}, "focus": None, "notes": {}, "open": None,
+             "noted": None, "modes": None, "quiet": False}  # modes: (runs, mode -> rollout ids) once found
     run_pick = w.SelectMultiple(options=loaded, value=tuple(chosen), description="runs",
                                 rows=min(6, max(len(loaded), 1)))
     score = w.FloatRangeSlider(value=(0.0, 1.0), min=0.0, max=1.0, step=0.05, description="score")
@@ -350,9 +443,16 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
     max_calls = int(con.execute("SELECT coalesce(max(n_tool_calls), 0) FROM rollouts").fetchall()[0][0])
     calls = w.IntRangeSlider(value=(0, max_calls), min=0, max=max(max_calls, 1), description="tool calls")
     search = w.Text(placeholder="sample id, rollout id or answer text", description="search")
+    search.add_class("rl-search")  # a stable handle for browser tests
     sort = w.Dropdown(options=list(SORTABLE), value="score", description="sort by")
     desc = w.Checkbox(value=False, description="descending")
     only_suspects = w.Checkbox(value=False, description="reward-hacking suspects only (rl.audit)")
+    find_modes_b = w.Button(description="find failure modes",
+                            tooltip="group the selected runs' failing rollouts into modes (rl.failure_mode_of); "
+                                    "takes a few seconds")
+    mode_pick = w.Dropdown(options=[("all rollouts (no mode filter)", NO_MODE)], value=NO_MODE,
+                           description="failure mode", disabled=True, layout=w.Layout(width="480px"))
+    mode_note = w.HTML()
     prev_b, next_b = w.Button(description="◀ previous"), w.Button(description="next ▶")
     focus = w.HTML(focus_html(None))
     show_all_b = w.Button(description="show all", tooltip="the list as the filters say",
@@ -362,8 +462,17 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
     pick.add_class("rl-rows")
     compare = w.Checkbox(value=False, description="compare runs on this sample")
     detail = w.HTML()
+    pass_b = w.Button(description="pass", button_style="success", tooltip="label the open rollout a pass")
+    fail_b = w.Button(description="fail", button_style="danger", tooltip="label the open rollout a fail")
+    # text areas, not Text: the panel is also shown under linked figures, above the explorer's filters, and
+    # the first text input of the page stays the explorer's search (tests/test_lab.py finds it so)
+    note = w.Textarea(placeholder="why (optional)", description="note", rows=2, layout=w.Layout(width="50%"))
+    who = w.Textarea(placeholder="your name (optional)", description="who", rows=1)
+    label_out = w.HTML()
+    label_box = w.VBox([w.HBox([pass_b, fail_b, note, who]), label_out], layout=w.Layout(display="none"))
+    label_box.add_class("rl-label")
 
-    guarded = functools.partial(_errors_shown_in, detail)  # every callback below
+    guarded = functools.partial(_errors_shown_in, detail)  # every callback below (labelling: label_out)
 
     def suspects_of(selected) -> dict[str, str]:
         key = tuple(selected)
@@ -380,19 +489,50 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
         pick.options = row_labels(rows)
         pick.value = None
         detail.value = ""  # the rows changed: nothing is open (and an earlier error is gone)
+        show_labelling(None)
 
     def set_focus(what: str | None) -> None:
         state["focus"] = what
         focus.value = f"{STYLE}<div class='{NO_MATH}'>{focus_html(what)}</div>"
         show_all_b.layout.display = None if what else "none"
 
+    def set_modes(found, options, note_html: str = "") -> None:
+        """Fill (or empty) the mode dropdown without the list following each step."""
+        state["modes"] = found
+        state["quiet"] = True
+        try:
+            mode_pick.options = options
+            mode_pick.value = NO_MODE
+            mode_pick.disabled = len(options) <= 1
+        finally:
+            state["quiet"] = False
+        mode_note.value = note_html
+
+    @guarded("find failure modes")
+    def on_find_modes(*_):
+        key = tuple(run_pick.value)
+        if not key:
+            raise ValueError("select a run first")
+        ids_by_mode, options = failure_mode_choices(con, key)
+        narrowed = mode_pick.value != NO_MODE
+        set_modes((key, ids_by_mode), options, modes_note_html(ids_by_mode, key))
+        if narrowed:  # the list was one (old) mode's: it follows the dropdown back to all
+            on_filter()
+
     @guarded("update the list")
     def on_filter(*_):
+        if state["quiet"]:
+            return
+        if state["modes"] is not None and state["modes"][0] != tuple(run_pick.value):
+            set_modes(None, [("all rollouts (no mode filter)", NO_MODE)])  # the modes were of other runs
         # a slider at its full range filters nothing (unscored rollouts stay visible)
         lo, hi = score.value
         c_lo, c_hi = calls.value
         full_score, full_calls = (lo, hi) == (score.min, score.max), (c_lo, c_hi) == (calls.min, calls.max)
         only = tuple(suspects_of(run_pick.value)) if only_suspects.value else None
+        if mode_pick.value != NO_MODE and state["modes"] is not None:
+            in_mode = state["modes"][1][mode_pick.value]
+            only = in_mode if only is None else tuple(sorted(set(only) & set(in_mode)))
         set_focus(None)  # a filter changed: the list follows the filters again
         state["filters"] = replace(state["filters"], runs=tuple(run_pick.value),
                                    score_min=None if full_score else lo, score_max=None if full_score else hi,
@@ -408,8 +548,37 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
         state["filters"] = replace(f, page=min(max(f.page + step, 0), last))
         refresh()
 
+    labelled = functools.partial(_errors_shown_in, label_out)  # the trajectory above stays in view
+
+    @labelled("show this rollout's labels")
+    def show_labels(rollout_id: str) -> None:
+        found = stored_labels(con, rollout_ids=[rollout_id])
+        label_out.value = f"{STYLE}<div class='{NO_MATH}'>{labels_html(found)}</div>"
+
+    def show_labelling(rollout_id: str | None) -> None:
+        """The buttons under the open rollout (hidden while none is open) and its labels."""
+        if rollout_id is not None and rollout_id != state["noted"]:
+            note.value = ""  # a note is about one rollout (reopening it, e.g. in compare mode, keeps it)
+            state["noted"] = rollout_id
+        state["open"] = rollout_id
+        label_box.layout.display = None if rollout_id is not None else "none"
+        label_out.value = ""
+        if rollout_id is not None:
+            show_labels(rollout_id)
+
+    @labelled("label this rollout")
+    def on_label(value: str) -> None:
+        rollout_id = state["open"]
+        if rollout_id is None:
+            raise LabelError("no rollout is open")
+        store_label(con, rollout_id, value, note=note.value.strip() or None, who=who.value.strip() or None,
+                    origin=LABEL_ORIGIN)
+        note.value = ""
+        show_labels(rollout_id)
+
     @guarded("open this rollout")
     def on_pick(*_):
+        show_labelling(None)
         if pick.value is None:
             detail.value = ""
             return
@@ -420,8 +589,13 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
         body = trajectory_html(t, suspect=reason)
         if compare.value:
             shown = list(state["filters"].runs)
-            body = attempts_html(attempts(con, t.rollout["sample_id"], shown), shown) + body
+            try:  # the attempts and the trajectory stay in view when the diff fails
+                aligned = diff_html(con, t.rollout["sample_id"], shown, prefer=[pick.value])
+            except Exception as exc:
+                aligned = error_html("diff this sample", exc)
+            body = attempts_html(attempts(con, t.rollout["sample_id"], shown), shown) + aligned + body
         detail.value = f"{STYLE}<div class='{NO_MATH}'>{body}</div>"
+        show_labelling(pick.value)
 
     def show(what: str, first: str | None = None, with_compare: bool | None = None, **filters) -> None:
         """Narrow the list to ``filters`` (the widgets' filters set aside), say so, and open
@@ -464,16 +638,21 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
     def show_all(*_) -> None:
         on_filter()
 
-    for widget in (run_pick, score, status, calls, search, sort, desc, only_suspects):
+    for widget in (run_pick, score, status, calls, search, sort, desc, only_suspects, mode_pick):
         widget.observe(on_filter, names="value")
+    find_modes_b.on_click(on_find_modes)
+    pass_b.on_click(lambda _: on_label("pass"))
+    fail_b.on_click(lambda _: on_label("fail"))
     prev_b.on_click(lambda _: on_page(-1))
     next_b.on_click(lambda _: on_page(1))
     show_all_b.on_click(show_all)
     pick.observe(on_pick, names="value")
     compare.observe(on_pick, names="value")
     on_filter()
-    filters = w.VBox([w.HBox([run_pick, status]), score, calls, search, w.HBox([sort, desc]), only_suspects])
-    panel = w.VBox([w.HBox([focus, show_all_b]), table, pick, w.HBox([prev_b, next_b, compare]), detail])
+    filters = w.VBox([w.HBox([run_pick, status]), score, calls, search, w.HBox([sort, desc]), only_suspects,
+                      w.HBox([find_modes_b, mode_pick, mode_note])])
+    panel = w.VBox([w.HBox([focus, show_all_b]), table, pick, w.HBox([prev_b, next_b, compare]), detail,
+                    label_box])
     panel.add_class("rl-panel")
     box = w.VBox([filters, panel])
     box.add_class("rl-explorer")
@@ -481,5 +660,7 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
     box.open_rollout, box.open_sample, box.open_calls, box.show_all = open_rollout, open_sample, open_calls, show_all
     box.current_filters = lambda: state["filters"]  # what the list shows now
     box.parts = {"runs": run_pick, "search": search, "rows": pick, "detail": detail, "focus": focus,
-                   "compare": compare, "table": table, "show_all": show_all_b, "suspects_only": only_suspects}
+                   "compare": compare, "table": table, "show_all": show_all_b, "suspects_only": only_suspects,
+                   "find_modes": find_modes_b, "modes": mode_pick, "modes_note": mode_note, "pass": pass_b,
+                   "fail": fail_b, "note": note, "who": who, "labels": label_out, "labelling": label_box}
     return box

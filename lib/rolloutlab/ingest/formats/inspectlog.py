@@ -170,9 +170,19 @@ def sample_record(sample: dict, run: EvalRun) -> dict:
     model_stop = first.get("stop_reason") if isinstance(first.get("stop_reason"), str) else None
     usage = [u for u in obj(sample, "model_usage").values() if isinstance(u, dict)]
 
+    def numbers(key):
+        return [u.get(key) for u in usage if isinstance(u.get(key), (int, float)) and not isinstance(u.get(key), bool)]
+
     def total(key):
-        values = [u.get(key) for u in usage if isinstance(u.get(key), (int, float)) and not isinstance(u.get(key), bool)]
+        values = numbers(key)
         return int(sum(values)) if values else None
+
+    # Inspect's input_tokens leave out prompt-cache reads and writes (each provider's usage is
+    # normalised so); ours count every input token, the cached ones among them.
+    fresh, read, written = total("input_tokens"), total("input_tokens_cache_read"), total("input_tokens_cache_write")
+    input_tokens = None if fresh is None else fresh + (read or 0) + (written or 0)
+    costs = numbers("total_cost")  # dollars, when Inspect priced the model (every model of the sample)
+    cost_usd = float(sum(costs)) if costs and len(costs) == len(usage) else None
 
     epoch = field(sample, "epoch", "integer") or 1
     sample_id = field(sample, "id", ("string", "integer"))
@@ -190,8 +200,10 @@ def sample_record(sample: dict, run: EvalRun) -> dict:
         "final_answer": completion if completion is not None else answer,
         "reference": target if isinstance(target, str) or target is None else dumps(target),
         "prompt": text_of(sample.get("input")) if not isinstance(sample.get("input"), list) else None,
-        "usage": {"input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
-                  "reasoning_tokens": total("reasoning_tokens")},
+        "usage": {"input_tokens": input_tokens, "output_tokens": total("output_tokens"),
+                  "reasoning_tokens": total("reasoning_tokens"),
+                  "cached_input_tokens": read if input_tokens is not None else None},
+        "cost_usd": cost_usd,
         "tool_calls": calls, "messages": messages, "grades": grades, "error": error_text,
     }
     if error_text:
