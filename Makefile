@@ -38,6 +38,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/inspect_eval.py
 	$(BIN)/python bench/live.py
 	$(BIN)/python bench/sweep.py
+	$(BIN)/python bench/many_files.py
+	$(BIN)/python bench/explorer.py
+	$(BIN)/python bench/failure_modes.py
 	$(BIN)/python bench/capture.py
 	$(BIN)/python bench/capacity.py
 	$(BIN)/python bench/lake.py

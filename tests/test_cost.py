@@ -114,8 +114,16 @@ def test_user_prices_from_a_dict_or_a_file_replace_the_package_ones(tmp_path):
     assert (table.model == "gpt-4.1").sum() == 1
     with pytest.raises(ValueError, match="'output' is required"):
         C.price_table({"x": {"input": 1.0}})
-    with pytest.raises(ValueError, match="finite number"):
-        C.price_table({"x": {"input": -1.0, "output": 1.0}})
+    for bad in (-1.0, float("nan"), float("inf"), 1e308):  # 1e308 would make every total inf
+        with pytest.raises(ValueError, match="from 0 to 100,000"):
+            C.price_table({"x": {"input": bad, "output": 1.0}})
+    with pytest.raises(ValueError, match="'models' must be a table"):
+        C.price_table({"models": [1, 2]})
+    (tmp_path / "list.toml").write_text("models = [1, 2]\n")
+    with pytest.raises(ValueError, match="'models' must be a table"):
+        C.price_table(tmp_path / "list.toml")
+    with pytest.raises(ValueError, match="not found: give a TOML file"):
+        C.price_table(tmp_path / "missing.toml")
     with pytest.raises(ValueError, match="unknown field"):
         C.price_table({"x": {"input": 1.0, "output": 1.0, "ouput": 2.0}})
 

@@ -217,9 +217,12 @@ def test_limits_and_unknown_layouts_refuse(built, tmp_path, monkeypatch):
     con, _, _ = built
     with pytest.raises(ValueError, match="openai-rft, verl, trl, jsonl"):
         rl.write_curated(con, "cand", tmp_path, to="csv")
-    monkeypatch.setattr(exports, "OPENAI_RFT_MAX_FILE_BYTES", 100)
-    with pytest.raises(ValueError, match="over the 0 MB the Files API accepts"):
+    monkeypatch.setattr(exports, "OPENAI_RFT_MAX_FILE_BYTES", 1000)
+    # the size in bytes, exactly (not "0 MB, over the 0 MB")
+    with pytest.raises(ValueError, match=r"the train file would be \d{1,3}(,\d{3})+ bytes, over the 1,000 bytes "
+                                         "the Files API accepts"):
         rl.write_curated(con, "cand", tmp_path, to="openai-rft")
+    assert list(tmp_path.iterdir()) == []  # nothing written, no temporary file left
 
 
 def test_demo_logs_export_every_layout(tmp_path):
@@ -234,3 +237,150 @@ def test_demo_logs_export_every_layout(tmp_path):
         assert sum(out["exported"].values()) == n_kept > 5
         assert out["exported"]["validation"] == round(0.1 * n_kept)
     con.close()
+
+
+# --- hostile data: secrets, numbers JSON has not, text that is not Unicode ----------------------
+
+SECRETS = ["sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdef", "hunter2", "pa55w0rd", "s3cr3tV4lue"]
+HOSTILE = {  # sample: (prompt, reference), as a dataset's logs hold them
+    "nan": ("What is 2+2?", '{"answer": NaN}'),
+    "inf": ("What is 3+3?", '{"answer": -Infinity}'),
+    "surrogate-prompt": ('[{"role": "user", "content": "bad \\ud800 text"}]', "1"),
+    "surrogate-ref": ("What is 1+1?", '{"answer": "x\\udfff"}'),
+    "secret-prompt": (f"Use key {SECRETS[0]} and password=hunter2 to call https://user:pa55w0rd@api.example.com", "8"),
+    "secret-ref": ("Where does the deploy go?", '{"answer": "https://bot:s3cr3tV4lue@ci.example.com/x"}'),
+    **{f"ok-{i}": (f"What is {i} times {i}?", str(i * i)) for i in range(6)},
+}
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hostile")
+    records = [rollout("h", sample, score, split="train", prompt=prompt, reference=reference)
+               for sample, (prompt, reference) in sorted(HOSTILE.items()) for score in (1.0, 0.0)]
+    con = rl.connect(folder / "h.duckdb")
+    assert rl.ingest(con, write_jsonl(folder / "h.jsonl", records)).rejected.sum() == 0
+    yield con
+    con.close()
+
+
+def strict_lines(path) -> list[dict]:
+    """JSON lines as a strict reader (not Python's) takes them: no NaN / Infinity."""
+    def refuse(constant):
+        raise ValueError(f"{path}: {constant} is not JSON")
+    return [json.loads(x, parse_constant=refuse) for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("to", exports.EXPORT_FORMATS)
+def test_records_that_cannot_be_json_are_counted_not_written(hostile, tmp_path, to):
+    out = rl.write_curated(hostile, "h", tmp_path, to=to, validation_share=0.25, seed=1)
+    assert out["not_exported"] == {"invalid_unicode": {"samples": 2, "examples": ["surrogate-prompt", "surrogate-ref"]},
+                                   "non_finite_number": {"samples": 2, "examples": ["inf", "nan"]}}
+    assert sum(out["exported"].values()) == len(HOSTILE) - 4
+    assert any("2 invalid unicode, 2 non finite number" in w for w in out["warnings"])
+    for path in tmp_path.iterdir():
+        assert path.suffix != ".tmp", path
+        if path.suffix in (".json", ".jsonl"):
+            path.read_bytes().decode("utf-8")  # every text file is UTF-8
+    if to in ("openai-rft", "jsonl"):
+        written = [strict_lines(tmp_path / f"{s}.jsonl") for s in ("train", "validation")]
+        ids = {x["id" if to == "openai-rft" else "sample_id"] for lines_ in written for x in lines_}
+    else:
+        ds = load_parquet(tmp_path, tmp_path / "cache")
+        ids = {r["extra_info"]["sample_id"] if to == "verl" else r["sample_id"]
+               for s in ("train", "validation") for r in ds[s]}
+    assert ids == set(HOSTILE) - {"nan", "inf", "surrogate-prompt", "surrogate-ref"}
+    assert json.loads((tmp_path / "curation.json").read_text(encoding="utf-8"))["not_exported"] == out["not_exported"]
+
+
+@pytest.mark.parametrize("to", exports.EXPORT_FORMATS)
+def test_secrets_in_prompts_and_references_are_redacted(hostile, tmp_path, to):
+    out = rl.write_curated(hostile, "h", tmp_path, to=to, validation_share=0.25, seed=1)
+    files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    assert {p.name for p in files} >= {"curation.json", "train." + ("parquet" if to in ("verl", "trl") else "jsonl")}
+    for path in files:
+        data = path.read_bytes()
+        for secret in SECRETS:
+            assert secret.encode() not in data, (path, secret)
+    assert out["redacted"] == {"records": 2}
+    assert json.loads((tmp_path / "curation.json").read_text())["redacted"] == {"records": 2}
+    assert any("2 exported records had secrets" in w for w in out["warnings"])
+    if to == "openai-rft":
+        by_id = {x["id"]: x for s in ("train", "validation") for x in strict_lines(tmp_path / f"{s}.jsonl")}
+        assert by_id["secret-prompt"]["messages"][0]["content"] == (
+            "Use key [redacted] and password=[redacted] to call https://user:[redacted]@api.example.com")
+        assert by_id["secret-ref"]["answer"] == "https://bot:[redacted]@ci.example.com/x"
+        assert by_id["ok-3"] == {"messages": [{"role": "user", "content": "What is 3 times 3?"}],
+                                 "reference_answer": "9", "id": "ok-3"}
+
+
+@pytest.mark.parametrize("to", ["openai-rft", "verl"])
+def test_a_planted_symlink_is_replaced_never_followed(built, tmp_path, to):
+    out = tmp_path / "out"
+    out.mkdir()
+    victims = {name: tmp_path / f"victim-{i}" for i, name in enumerate(["train", ".train.jsonl.tmp",
+                                                                        ".train.parquet.tmp", "curation.json"])}
+    for i, (name, victim) in enumerate(victims.items()):
+        victim.write_text(f"precious {i}\n")
+        link = name if name.startswith(".") or name == "curation.json" else (
+            "train.jsonl" if to == "openai-rft" else "train.parquet")
+        os.symlink(victim, out / link)
+    rl.write_curated(built[0], "cand", out, to=to)
+    for i, victim in enumerate(victims.values()):
+        assert victim.read_text() == f"precious {i}\n"  # no file outside was written through a link
+    for name in ("train.jsonl" if to == "openai-rft" else "train.parquet", "curation.json"):
+        assert not (out / name).is_symlink() and (out / name).stat().st_size > 0
+    assert json.loads((out / "curation.json").read_text())["to"] == to
+    # the old fixed temporary names are left as they were, and no new temporary file stays
+    assert (out / ".train.jsonl.tmp").is_symlink() and (out / ".train.parquet.tmp").is_symlink()
+    assert sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp")) == [".train.jsonl.tmp",
+                                                                                ".train.parquet.tmp"]
+
+
+def folder_bytes(folder) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_an_export_that_fails_leaves_the_folder_as_it_was(built, tmp_path, monkeypatch):
+    """A later file over the limit: the earlier one is not replaced, curation.json still tells the
+    files that are there."""
+    out = tmp_path / "out"
+    rl.write_curated(built[0], "cand", out, to="openai-rft", validation_share=0.25, seed=1)
+    before = folder_bytes(out)
+    # the next export: its validation file (most samples) is over the limit, its train file is not
+    trial = rl.write_curated(built[0], "cand", tmp_path / "trial", to="openai-rft", validation_share=0.8, seed=2)
+    train, valid = trial["files"]["train"]["bytes"], trial["files"]["validation"]["bytes"]
+    assert train < valid and (tmp_path / "trial" / "train.jsonl").read_bytes() != before["train.jsonl"]
+    monkeypatch.setattr(exports, "OPENAI_RFT_MAX_FILE_BYTES", (train + valid) // 2)
+    with pytest.raises(ValueError, match=f"the validation file would be {valid:,} bytes, over the "
+                                         f"{(train + valid) // 2:,} bytes the Files API accepts"):
+        rl.write_curated(built[0], "cand", out, to="openai-rft", validation_share=0.8, seed=2)
+    assert folder_bytes(out) == before
+
+
+def test_a_failure_while_writing_removes_what_was_written(built, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    rl.write_curated(built[0], "cand", out, to="verl", seed=1)
+    before = folder_bytes(out)
+    real = exports.pq.write_table
+    calls = []
+
+    def disk_full(table, where, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(table, where, **kw)
+
+    monkeypatch.setattr(exports.pq, "write_table", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        rl.write_curated(built[0], "cand", out, to="verl", seed=4, validation_share=0.5)
+    assert folder_bytes(out) == before
+
+
+def test_out_must_be_a_folder(built, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match="afile is a file, not a folder: give a folder for the training files"):
+        rl.write_curated(built[0], "cand", tmp_path / "afile", to="jsonl")
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        rl.write_curated(built[0], "cand", tmp_path / "afile" / "sub", to="jsonl")
+    assert (tmp_path / "afile").read_text() == "x"

@@ -670,3 +670,44 @@ def test_figures_meet_the_figure_standard(one_modes, planted_diff):
 def test_figures_meet_the_figure_standard_on_real_logs(tau2):
     _lint_all(fm.failure_modes(tau2, "sft", n_boot=300), "sft", fm.failure_modes_diff(tau2, "base", "sft", n_boot=300),
               ["base", "sft"])
+
+
+def test_banded_alignment_past_the_cell_limit_is_valid_and_optimal_when_the_band_covers_it(monkeypatch):
+    import random
+    rng = random.Random(1)
+
+    def score(a, b, pairs):
+        return sum(-1 if i is None or j is None else fm._pair_score(a[i], b[j], -10 ** 9) for i, j in pairs)
+
+    for _ in range(100):
+        a = [(f"t{rng.randrange(3)}", str(rng.randrange(3))) for _ in range(rng.randrange(1, 30))]
+        b = [(f"t{rng.randrange(3)}", str(rng.randrange(3))) for _ in range(rng.randrange(1, 30))]
+        full = fm.align(a, b)
+        monkeypatch.setattr(fm, "DIFF_MAX_CELLS", 0)  # the narrowest band
+        narrow = fm.align(a, b)
+        monkeypatch.setattr(fm, "DIFF_MAX_CELLS", 10 ** 6)
+        wide = fm._align_banded(a, b)  # a band covering every cell: the same optimum
+        monkeypatch.undo()
+        for pairs in (narrow, wide):
+            assert [i for i, _ in pairs if i is not None] == list(range(len(a)))
+            assert [j for _, j in pairs if j is not None] == list(range(len(b)))
+            assert all(a[i][0] == b[j][0] for i, j in pairs if i is not None and j is not None)
+        assert score(a, b, wide) == score(a, b, full) >= score(a, b, narrow)
+
+
+def test_a_runaway_rollout_is_compared_on_its_first_calls_only(load):
+    # repetitive sequences made difflib cubic (4,000 calls per side: 35 s); now the first
+    # DIFF_MAX_CALLS calls per side are aligned (banded, linear) and the rest is said not aligned
+    n = 5_000
+    a = [{"tool": f"t{i % 2}", "arguments": {"k": i % 2}, "turn": 0} for i in range(n)]
+    b = [{"tool": f"t{i % 3}", "arguments": {"k": i % 3}, "turn": 0} for i in range(n)]
+    con = load([_rec("r", "s", 0.0, a, "1", rid="long-a"), _rec("r", "t", 0.0, b, "1", rid="long-b")])
+    d = fm.trajectory_diff(con, "long-a", "long-b")
+    calls = d[d.kind == "call"]
+    assert calls.a_call.dropna().astype(int).tolist() == list(range(fm.DIFF_MAX_CALLS))
+    assert calls.b_call.dropna().astype(int).tolist() == list(range(fm.DIFF_MAX_CALLS))
+    assert (d.attrs["calls_a"], d.attrs["calls_b"]) == (n, n)
+    assert d.attrs["not_aligned"].startswith(f"calls after {fm.DIFF_MAX_CALLS:,} not aligned")
+    assert "not aligned" in fm.trajectory_diff_html(d)
+    short = fm.trajectory_diff(con, "long-a", "long-a")
+    assert short.attrs["not_aligned"] is not None and set(short.op[short.kind == "call"]) == {"same"}

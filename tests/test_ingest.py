@@ -42,6 +42,20 @@ def test_same_content_under_another_path_is_not_loaded_twice(con, tmp_path):
     assert con.execute("SELECT count(*) FROM rollouts").fetchone() == (4,)
 
 
+def test_a_file_named_twice_in_one_call_loads_once(con, tmp_path):
+    # the sources known before the call are read once; a path named twice must see its first time
+    (tmp_path / "logs").mkdir()
+    path = tmp_path / "logs" / "run.jsonl"
+    shutil.copy(GOOD, path)
+    result = rl.ingest(con, [path, tmp_path / "logs", path])
+    assert result.action.tolist() == ["loaded", "unchanged", "unchanged"]
+    assert con.execute("SELECT count(*), count(DISTINCT source_id) FROM rollouts").fetchone() == (4, 1)
+    path.write_text('{"rollout_id": "new", "run": "base", "sample_id": "q-9", "score": 0.25}\n')
+    again = rl.ingest(con, [path, GOOD])  # one changed, one new: neither taken for unchanged
+    assert again.action.tolist() == ["replaced", "loaded"]
+    assert con.execute("SELECT count(*) FROM rollouts").fetchone() == (5,)
+
+
 def test_changed_file_replaces_its_rows(con, tmp_path):
     path = tmp_path / "run.jsonl"
     shutil.copy(GOOD, path)

@@ -261,3 +261,109 @@ def test_ppi_difference_is_paired_by_sample():
         indep.append(np.hypot(stats.influence_se(pb), stats.influence_se(pc)))
     assert np.mean(ses) == pytest.approx(np.std(diffs), rel=0.1)
     assert np.mean(ses) < 0.9 * np.mean(indep)
+
+
+# ---- review fixes: CSV export / import edge cases ----------------------------------------------
+
+def _import_into_fresh(tmp_path, path):
+    other = rl.connect(tmp_path / "other.duckdb")
+    rl.ingest(other, write_jsonl(tmp_path / "same.jsonl", small_run()))
+    return other, L.import_labels(other, path).iloc[0]
+
+
+def test_csv_export_quotes_line_breaks_and_the_formula_guard_round_trips(load, con, tmp_path):
+    import csv
+    load(small_run())
+    notes = ["x\r=1", "a\nb", "'=keep my quote", "''two quotes", "'just a quote", "=1+1", "plain"]
+    for i, note in enumerate(notes):
+        L.label(con, "r-0", "pass", note=note, who=f"p{i}")
+    path = tmp_path / "labels.csv"
+    L.export_labels(con, path)
+    raw = path.read_bytes().decode("utf-8")
+    assert '"x\r=1"' in raw and '"a\nb"' in raw  # quoted: a spreadsheet keeps each note in its cell
+    with path.open(newline="", encoding="utf-8") as f:  # as a spreadsheet reads it: one row per label
+        sheet = list(csv.reader(f))
+    assert len(sheet) == 1 + len(notes)
+    assert [r[5] for r in sheet[1:]] == ["x\r=1", "a\nb", "''=keep my quote", "'''two quotes", "''just a quote",
+                                         "'=1+1", "plain"]
+    other, res = _import_into_fresh(tmp_path, path)
+    assert (res.records, res.loaded, res.rejected) == (len(notes), len(notes), 0)
+    assert L.labels(other).note.tolist() == notes  # exactly as written
+    other.close()
+    # a hand-made sheet: a leading ' that guards nothing is the note's own
+    sheet = tmp_path / "hand.csv"
+    sheet.write_text("rollout_id,value,note\nr-1,pass,'quoted\nr-2,pass,'=guarded\n")
+    L.import_labels(con, sheet)
+    assert L.labels(con, rollout_ids=["r-1", "r-2"]).note.tolist() == ["'quoted", "=guarded"]
+
+
+def test_csv_import_rejects_a_huge_field_and_goes_on(load, con, tmp_path):
+    load(small_run())
+    path = tmp_path / "big.csv"
+    big = "A" * 200_000
+    path.write_text(f"rollout_id,value,note\nr-0,pass,{big}\nr-1,fail,ok\n"
+                    f'r-2,pass,"{big}\n{big}\nr-9,pass,inside the open quote"\nr-3,pass,after\n')
+    res = L.import_labels(con, path).iloc[0]
+    assert (res.records, res.loaded, res.rejected) == (4, 2, 2)
+    assert res.reasons == ["line 2: a field longer than 131,072 characters (notes hold at most 10,000)",
+                           "line 4: a field longer than 131,072 characters (notes hold at most 10,000); "
+                           "lines 4-6 skipped"]
+    assert sorted(L.labels(con).rollout_id) == ["r-1", "r-3"]
+
+
+def test_csv_import_needs_a_header_naming_each_column_once(load, con, tmp_path):
+    load(small_run())
+    path = tmp_path / "sheet.csv"
+    for text, why in (("r-0,pass\n", "is not a header; expected a header row naming the columns: rollout_id and value"),
+                      ("rollout_id,note\nr-0,x\n", "is not a header"),
+                      ("rollout_id,value,value\nr-0,pass,fail\n", "names value more than once"),
+                      ("", "empty file")):
+        path.write_text(text)
+        with pytest.raises(L.LabelError, match=why) as err:
+            L.import_labels(con, path)
+        assert str(path) in str(err.value)
+    path.write_text("rollout_id,label\nr-0,pass\n")  # label for value
+    assert L.import_labels(con, path).loaded[0] == 1
+
+
+def test_csv_import_rejects_rows_that_are_not_utf8_or_have_extra_cells(load, con, tmp_path):
+    load(small_run())
+    path = tmp_path / "sheet.csv"
+    path.write_bytes("rollout_id,value,note\nr-0,pass,café\nr-1,pass,caf\xe9 latin-1\n"
+                     "r-2,fail,wrong, units\nr-3,fail,trailing empties,,\n".encode("utf-8").replace(b"\xc3\xa9 latin", b"\xe9 latin"))
+    res = L.import_labels(con, path).iloc[0]
+    assert (res.records, res.loaded, res.rejected) == (4, 2, 2)
+    assert res.reasons == ["line 3: not UTF-8 (save the sheet as CSV UTF-8)",
+                           "line 4: 4 cells but the header names 3 columns (an unquoted comma?)"]
+    assert L.labels(con).note.tolist() == ["café", "trailing empties"]
+
+
+def test_jsonl_import_rejects_non_text_notes_non_iso_times_and_lone_surrogates(load, con, tmp_path):
+    load(small_run())
+    path = tmp_path / "in.jsonl"
+    lines = [{"rollout_id": "r-0", "value": "pass", "note": {"x": "y"}},
+             {"rollout_id": "r-0", "value": "pass", "who": ["a"]},
+             {"rollout_id": "r-0", "value": "pass", "labelled_at": "now"},
+             {"rollout_id": "r-0", "value": "pass", "labelled_at": 12345},
+             {"rollout_id": "r-1", "value": "pass", "labelled_at": "2025-03-01"}]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + '\n{"rollout_id": "r-2", "value": "pass", "note": "\\ud800"}\n')
+    res = L.import_labels(con, path).iloc[0]
+    assert (res.records, res.loaded, res.rejected) == (6, 1, 5)
+    assert res.reasons == ["line 1: note must be text, not dict", "line 2: who must be text, not list",
+                           "line 3: labelled_at 'now': not an ISO-8601 timestamp",
+                           "line 4: labelled_at 12345: not an ISO-8601 timestamp",
+                           "line 6: note is not valid Unicode (a lone surrogate)"]
+    assert L.labels(con).rollout_id.tolist() == ["r-1"]
+
+
+def test_a_later_row_of_a_sheet_is_the_newer_judgement(load, con, tmp_path):
+    from rolloutlab.metrics.common import run_sql
+    load(small_run())
+    path = tmp_path / "fix.csv"
+    path.write_text("rollout_id,value,who,note\nr-0,pass,ann,first look\nr-0,fail,ann,no: wrong unit (correction)\n")
+    assert L.import_labels(con, path).loaded[0] == 2
+    truth = run_sql(con, L.label_truth_sql(), {"threshold": 0.5, "origin": None}).df()
+    assert truth[["rollout_id", "y", "labellers"]].values.tolist() == [["r-0", 0.0, 1]]
+    assert L.labels(con).note.tolist()[-1] == "no: wrong unit (correction)"  # the latest
+    again = L.import_labels(con, path).iloc[0]
+    assert (again.loaded, again.duplicates) == (0, 2)  # still idempotent

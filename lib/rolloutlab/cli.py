@@ -3,12 +3,45 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
+import shlex
 import sys
 from pathlib import Path
 
 from . import config
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+# Control characters from logs (escape sequences that retitle or clear a terminal, a bare \r that
+# overwrites a line) are shown as \xNN: everything a command prints passes through here.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class _TerminalSafe:
+    """A text stream that writes through ``terminal_safe`` (JSON output is unchanged: it escapes
+    control characters itself)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(terminal_safe(text))
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _positive_int(limit: int):
+    def parse(text: str) -> int:
+        value = int(text)
+        if not 1 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"{value:,}: give a whole number from 1 to {limit:,}")
+        return value
+    return parse
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
@@ -96,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", required=True)
     p.add_argument("--batch-size", type=int, help="samples per training step (projects the step's load)")
     p.add_argument("--compute-multiplier", type=int, help="rollouts per sample (default 1); needs --batch-size")
-    p.add_argument("--steps", type=int, metavar="N",
+    p.add_argument("--steps", type=_positive_int(config.JOB_STEPS_MAX), metavar="N",
                    help="also the rollout cost of a job of N such steps (from this run's cost per rollout; "
                         "training fees not included)")
     p.add_argument("--prices", type=Path, metavar="FILE", help="a prices TOML file over the package's (with --steps)")
@@ -321,7 +354,7 @@ def cmd_ingest(args) -> int:
     if args.json:
         print(result.to_json(orient="records", indent=2))
     if result.empty:
-        print(f"rolloutlab ingest: {_no_log_files(args.paths)}", file=sys.stderr)
+        print(terminal_safe(f"rolloutlab ingest: {_no_log_files(args.paths)}"), file=sys.stderr)
         return EXIT_FAILED
     if not args.json:
         _ingest_report(result)
@@ -547,8 +580,8 @@ def _price_warnings(command: str):
                 text = str(w.message)
                 if text not in seen:
                     seen.add(text)
-                    print(f"rolloutlab {command}: warning: {text}; on the command line: --prices FILE, a TOML "
-                          f"file laid out like {PRICES_FILE}", file=sys.stderr)
+                    print(terminal_safe(f"rolloutlab {command}: warning: {text}; on the command line: --prices "
+                                        f"FILE, a TOML file laid out like {PRICES_FILE}"), file=sys.stderr)
 
 
 def _kinds_format(shares=(), dollars=(), counts=(), numbers=()):
@@ -655,7 +688,8 @@ def cmd_curate(args) -> int:
                 "reason": shown.reason}), left=("reason",))
             if len(shown) < len(df):
                 print(f"(first {len(shown)} of {len(df)}; --limit 0 for all)")
-        print(f"\nwrite the kept samples as training files: rolloutlab curate --run {' --run '.join(args.run)} "
+        print(f"\nwrite the kept samples as training files: rolloutlab curate "
+              f"--run {' --run '.join(map(shlex.quote, args.run))} "
               f"... --out DIR --to {'|'.join(CURATE_FORMATS)}")
         return EXIT_OK
 
@@ -680,7 +714,7 @@ def cmd_curate(args) -> int:
         if line:
             print(line)
     for warning in manifest["warnings"]:
-        print(f"rolloutlab curate: warning: {_cli_words(warning)}", file=sys.stderr)
+        print(terminal_safe(f"rolloutlab curate: warning: {_cli_words(warning)}"), file=sys.stderr)
     return EXIT_OK if sum(manifest["exported"].values()) else EXIT_FAILED
 
 
@@ -738,9 +772,16 @@ def _table_file(path: Path, df) -> None:
     kind = EXPORT_FORMATS.get(path.suffix.lower())
     if kind is None:
         raise ValueError(f"{path}: name it .csv or .jsonl")
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder: give a file name for the sheet (.csv or .jsonl)")
     path.parent.mkdir(parents=True, exist_ok=True)
     if kind == "csv":
-        df.apply(lambda col: col.map(_safe_cell) if col.dtype == object else col).to_csv(path, index=False)
+        import pandas as pd
+
+        text = [c for c in df.columns if not (pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]))]
+        safe = df.assign(**{c: df[c].map(_safe_cell) for c in text})
+        # \r\n ends a row, so a \r or \n inside a cell is quoted, never a new row
+        safe.to_csv(path, index=False, lineterminator="\r\n")
     else:
         path.write_text(df.to_json(orient="records", lines=True, double_precision=10) + ("\n" if len(df) else ""))
 
@@ -812,7 +853,7 @@ def _labels_sample(args) -> int:
           + ("" if len(df) == args.n else f", all there are of {args.n:,} asked for") + ".")
     if args.out is not None:
         print(f"wrote {args.out}: fill in value (pass / fail or a score) and note, then: "
-              f"rolloutlab labels import {args.out} --who NAME")
+              f"rolloutlab labels import {shlex.quote(str(args.out))} --who NAME")
     else:
         print("label every one of them (a hand-picked subset biases the estimates); --out FILE writes a sheet to "
               "fill in and import")
@@ -1262,29 +1303,38 @@ COMMANDS = {"ingest": cmd_ingest, "watch": cmd_watch, "runs": cmd_runs, "rejects
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    stdout = sys.stdout
+    sys.stdout = _TerminalSafe(stdout)
+    try:
+        return _run(args)
+    finally:
+        sys.stdout = stdout
+
+
+def _run(args) -> int:
     import os
 
     from .store import StoreError
     from .ingest import IngestError, IngestFailed
 
-    args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:  # `rolloutlab runs | head -1`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK
     except IngestFailed as exc:
-        print(f"rolloutlab {args.command}: {exc}", file=sys.stderr)
+        print(terminal_safe(f"rolloutlab {args.command}: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     except (StoreError, IngestError, ValueError) as exc:  # UnknownRunError is a ValueError
-        print(f"rolloutlab {args.command}: {exc}", file=sys.stderr)
+        print(terminal_safe(f"rolloutlab {args.command}: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
         if os.environ.get(config.DEBUG_ENV_VAR):
             raise
-        print(f"rolloutlab {args.command}: unexpected error ({type(exc).__name__}: {exc}). This is a defect "
-              f"of rolloutlab: run again with {config.DEBUG_ENV_VAR}=1 for the traceback and report it.",
-              file=sys.stderr)
+        print(terminal_safe(f"rolloutlab {args.command}: unexpected error ({type(exc).__name__}: {exc}). This is a "
+                            f"defect of rolloutlab: run again with {config.DEBUG_ENV_VAR}=1 for the traceback and "
+                            "report it."), file=sys.stderr)
         return EXIT_FAILED
 
 

@@ -2,8 +2,10 @@
 references in the layout a trainer reads, split as ``curate`` split them, and ``curation.json``.
 
 Only the dataset's prompt and reference are written (``samples.prompt``, ``samples.reference``),
-never anything a rollout produced. A kept sample without a usable prompt is counted under
-``not_exported`` with the reason, never written with an empty prompt.
+never anything a rollout produced, with secrets in their text redacted. A kept sample without
+a usable prompt, or whose record is not valid JSON in UTF-8 (NaN, a lone surrogate), is counted
+under ``not_exported`` with the reason, never written. The files of an export are replaced all
+together or not at all (``write_curated``).
 
 Layouts (``to``), each as ``train`` and ``validation`` files:
 - ``openai-rft`` (JSONL): OpenAI reinforcement fine-tuning lines, ``messages`` ending with the
@@ -21,6 +23,7 @@ import hashlib
 import json
 import math
 import os
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
@@ -30,6 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .capture import REDACTED, redact_text
 from .catalog import run_sources_sql
 from .curation import curate
 from .metrics.common import run_sql
@@ -259,23 +263,116 @@ def _trl_table(records: list[dict]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def _write_atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux says it (else set and restored)."""
     try:
-        write(tmp)
-        os.replace(tmp, path)
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _write_temp(target: Path, write) -> Path:
+    """A new file of a random name in ``target`` (created exclusively: never an existing file or a
+    planted symlink's target) holding what ``write(file)`` writes, flushed to disk, with the
+    permissions a new file gets. Removed again when writing fails."""
+    fd, name = tempfile.mkstemp(dir=target, prefix=".", suffix=".tmp")
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            if hasattr(os, "fchmod"):  # mkstemp makes it 0600: give it what a new file gets
+                os.fchmod(f.fileno(), 0o666 & ~_umask())
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _fsync_dir(target: Path) -> None:
+    try:
+        fd = os.open(target, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        os.close(fd)
 
 
 def _jsonl_bytes(records: list[dict]) -> bytes:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+    return "".join(_json_line(r) for r in records).encode("utf-8")
 
 
-def _file_facts(path: Path, rows: int) -> dict:
-    data = path.read_bytes()
+def _json_line(record: dict) -> str:
+    return json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _record_problem(record: dict, fields: dict) -> str | None:
+    """Why a record cannot be written as valid JSON in UTF-8 (None: it can): a NaN or infinite
+    number (JSON has none; Python would write a bare ``NaN``) or text that is not Unicode (a lone
+    surrogate such as ``\\ud800``, which no UTF-8 file can hold)."""
+    try:
+        json.dumps([record, fields], ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "invalid_unicode"
+    except ValueError:
+        return "non_finite_number"
+    return None
+
+
+def _redact_values(value):
+    """``value`` (a reference's parsed JSON) with ``redact_text`` applied to every text in it."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: _redact_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_values(v) for v in value]
+    return value
+
+
+def _redacted_reference(reference):
+    """The reference with secrets in its text redacted: a JSON object's values (its keys stay:
+    ``answer_key`` is a grader's field, not a secret), any other reference as text."""
+    if _missing(reference):
+        return reference
+    text = str(reference)
+    if text.strip().startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            cleaned = _redact_values(value)
+            return text if cleaned == value else json.dumps(cleaned, ensure_ascii=False)
+    return redact_text(text)
+
+
+def _file_facts(path: Path, data_path: Path, rows: int) -> dict:
+    data = data_path.read_bytes()
     return {"path": str(path), "rows": rows, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _output_folder(out) -> Path:
+    target = Path(out)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"{target} is a file, not a folder: give a folder for the training files")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ValueError(f"{target}: a part of this path is a file, not a folder: "
+                         "give a folder for the training files") from None
+    return target
 
 
 def _database(con) -> str | None:
@@ -291,8 +388,23 @@ def write_curated(con: duckdb.DuckDBPyConnection, run: str | Sequence[str], out:
     """Curate ``run`` (``curate_options`` are ``curate``'s) and write the kept samples into
     ``out``: train and validation files in the layout ``to`` (one of ``EXPORT_FORMATS``) and
     ``curation.json`` (run, parameters, counts per verdict, seed, what was and was not exported
-    and why, the forecast, the database and the source files). Returns what ``curation.json``
-    holds. Files of other names in ``out`` are left alone; these are replaced whole."""
+    and why, how many records had secrets redacted, the forecast, the database and the source
+    files). Returns what ``curation.json`` holds.
+
+    Secrets in the text of a prompt or of a reference's values (``capture.redact_text``: API keys
+    and tokens, ``password=…`` pairs, passwords in URLs) are written as ``[redacted]``;
+    ``redacted.records`` counts the exported records that had any. A record that cannot be
+    valid JSON in UTF-8 (a NaN or infinite number, a lone surrogate in its text) is not
+    exported: it is counted under ``not_exported`` (``non_finite_number``, ``invalid_unicode``)
+    like a sample without a usable prompt.
+
+    All or nothing: every file is written to a new temporary file in ``out`` (created
+    exclusively, never through an existing name or symlink), flushed and checked before any
+    takes its final name with ``os.replace``, ``curation.json`` last; when one fails (a file
+    over ``OPENAI_RFT_MAX_FILE_BYTES``, a full disk), the temporary files are removed and ``out``
+    is left as it was. Files of other names in ``out`` are left alone; these are replaced whole
+    (a symlink at one of these names is replaced, its target left alone). ``out`` must be a
+    folder or not exist yet (ValueError when it is a file)."""
     from .curation import forecast
 
     if to not in EXPORT_FORMATS:
@@ -305,10 +417,15 @@ def write_curated(con: duckdb.DuckDBPyConnection, run: str | Sequence[str], out:
 
     records: dict[str, list[dict]] = {s: [] for s in SPLITS}
     skipped: dict[str, list[str]] = {}
+    redacted = 0
     for row in kept.itertuples(index=False):
         messages, why = prompt_messages(row.prompt)
         record = None
         if messages is not None:
+            cleaned = [{**m, "content": redact_text(m["content"])} for m in messages]
+            reference = _redacted_reference(row.reference)
+            changed = cleaned != messages or not (reference is row.reference or reference == row.reference)
+            messages, row = cleaned, row._replace(reference=reference)
             if to == "openai-rft":
                 record, why = _openai_rft(row, messages)
             elif to == "verl":
@@ -317,69 +434,91 @@ def write_curated(con: duckdb.DuckDBPyConnection, run: str | Sequence[str], out:
                 record = _trl(row, messages)
             else:
                 record = _jsonl(row, messages)
+            if record is not None:
+                why = _record_problem(record, reference_fields(row.reference))
+                record = None if why else record
         if record is None:
             skipped.setdefault(why, []).append(row.sample_id)
         else:
             records[row.split].append(record)
+            redacted += changed
 
-    target = Path(out)
-    target.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for split in SPLITS:
-        if to in ("openai-rft", "jsonl"):
-            data = _jsonl_bytes(records[split])
-            if to == "openai-rft" and len(data) > OPENAI_RFT_MAX_FILE_BYTES:
-                raise ValueError(f"the {split} file would be {len(data) / 2**20:.0f} MB, over the "
-                                 f"{OPENAI_RFT_MAX_FILE_BYTES // 2**20} MB the Files API accepts: "
-                                 "narrow the band or curate fewer samples")
-            path = target / f"{split}.jsonl"
-            _write_atomic(path, lambda p, d=data: p.write_bytes(d))
-        else:
-            table = (pa.Table.from_pylist(records[split], schema=VERL_SCHEMA) if to == "verl"
-                     else _trl_table(records[split]))
-            path = target / f"{split}.parquet"
-            _write_atomic(path, lambda p, t=table: pq.write_table(t, p))
-        files[split] = _file_facts(path, len(records[split]))
-
-    exported_ids = sorted(kept.sample_id[~kept.sample_id.isin({i for ids in skipped.values() for i in ids})])
-    attrs = curated.attrs
-    sources = pd.concat([run_sql(con, provenance_sql(), {"run": r, "samples": exported_ids or [""]}).df()
-                         for r in attrs["runs"]]).drop_duplicates("source_id").sort_values("source_id")
-    plan = forecast(con, curated)
-    warnings = []
-    if to == "openai-rft" and not records["validation"]:
-        warnings.append("the validation file is empty: an RFT job needs validation samples "
-                        "(raise validation_share, or curate a run with more kept samples)")
-    if not records["train"]:
-        warnings.append("the train file is empty" + (
-            f": all {attrs['pinned_validation']} kept samples are in another run's validation split "
-            "(keep_validation=False re-splits them)" if attrs["pinned_validation"] else ""))
-    if skipped:
-        warnings.append(f"{sum(map(len, skipped.values()))} kept samples were not exported: "
-                        + ", ".join(f"{len(v)} {k.replace('_', ' ')}" for k, v in sorted(skipped.items())))
-    manifest = {
-        "run": attrs["run"], "runs": attrs["runs"], "to": to, "seed": attrs["seed"],
-        "parameters": {k: attrs[k] for k in ("band", "on", "min_attempts", "drop_suspects", "audit_base",
-                                             "validation_share", "seed", "mask_numbers",
-                                             "near_duplicate_threshold", "keep_validation", "pass_threshold",
-                                             "include_errors")},
-        "samples": attrs["samples"], "counts": attrs["counts"],
-        "grouping": {k: attrs[k] for k in ("groups", "groups_with_several_samples", "same_prompt_samples",
-                                           "near_duplicate_pairs", "near_duplicate_samples", "pinned_validation")},
-        "exported": {s: len(records[s]) for s in SPLITS},
-        "not_exported": {k: {"samples": len(v), "examples": v[:NOT_EXPORTED_EXAMPLES]} for k, v in sorted(skipped.items())},
-        "without_reference": int(sum(_missing(r) for r in kept.reference)),
-        "files": files,
-        "checks": OPENAI_RFT_CHECKS if to == "openai-rft" else [],
-        "forecast": json.loads(plan.to_json(orient="records")),
-        "warnings": warnings,
-        "database": _database(con),
-        "sources": json.loads(sources.to_json(orient="records")),
-        "rolloutlab_version": __version__,
-        "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-    path = target / "curation.json"
-    text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
-    _write_atomic(path, lambda p: p.write_text(text, encoding="utf-8"))
+    target = _output_folder(out)
+    names = {split: target / f"{split}.{'jsonl' if to in ('openai-rft', 'jsonl') else 'parquet'}" for split in SPLITS}
+    for path in [*names.values(), target / "curation.json"]:
+        if path.is_dir() and not path.is_symlink():
+            raise ValueError(f"{path} is a folder: move it away, {path.name} is a file this export writes")
+    # TRL: one table for both splits, so that both files have the same columns and types (a
+    # reference field only the train samples have is a column of the validation file too)
+    trl_table = _trl_table(records["train"] + records["validation"]) if to == "trl" else None
+    temps: dict[Path, Path] = {}  # final name: its new content, written beside it
+    try:
+        files = {}
+        for split in SPLITS:
+            path = names[split]
+            if to in ("openai-rft", "jsonl"):
+                data = _jsonl_bytes(records[split])
+                if to == "openai-rft" and len(data) > OPENAI_RFT_MAX_FILE_BYTES:
+                    raise ValueError(f"the {split} file would be {len(data):,} bytes, over the "
+                                     f"{OPENAI_RFT_MAX_FILE_BYTES:,} bytes the Files API accepts: "
+                                     "narrow the band or curate fewer samples (nothing was written)")
+                temps[path] = _write_temp(target, lambda f, d=data: f.write(d))
+            else:
+                table = (pa.Table.from_pylist(records[split], schema=VERL_SCHEMA) if to == "verl"
+                         else trl_table.slice(0 if split == "train" else len(records["train"]), len(records[split])))
+                temps[path] = _write_temp(target, lambda f, t=table: pq.write_table(t, f))
+            files[split] = _file_facts(path, temps[path], len(records[split]))
+        exported_ids = sorted(kept.sample_id[~kept.sample_id.isin({i for ids in skipped.values() for i in ids})])
+        attrs = curated.attrs
+        sources = pd.concat([run_sql(con, provenance_sql(), {"run": r, "samples": exported_ids or [""]}).df()
+                             for r in attrs["runs"]]).drop_duplicates("source_id").sort_values("source_id")
+        plan = forecast(con, curated)
+        warnings = []
+        if to == "openai-rft" and not records["validation"]:
+            warnings.append("the validation file is empty: an RFT job needs validation samples "
+                            "(raise validation_share, or curate a run with more kept samples)")
+        if not records["train"]:
+            warnings.append("the train file is empty" + (
+                f": all {attrs['pinned_validation']} kept samples are in another run's validation split "
+                "(keep_validation=False re-splits them)" if attrs["pinned_validation"] else ""))
+        if skipped:
+            warnings.append(f"{sum(map(len, skipped.values()))} kept samples were not exported: "
+                            + ", ".join(f"{len(v)} {k.replace('_', ' ')}" for k, v in sorted(skipped.items())))
+        if redacted:
+            warnings.append(f"{redacted} exported records had secrets in their prompt or reference, "
+                            f"written as {REDACTED}: check them before training")
+        manifest = {
+            "run": attrs["run"], "runs": attrs["runs"], "to": to, "seed": attrs["seed"],
+            "parameters": {k: attrs[k] for k in ("band", "on", "min_attempts", "drop_suspects", "audit_base",
+                                                 "validation_share", "seed", "mask_numbers",
+                                                 "near_duplicate_threshold", "keep_validation", "pass_threshold",
+                                                 "include_errors")},
+            "samples": attrs["samples"], "counts": attrs["counts"],
+            "grouping": {k: attrs[k] for k in ("groups", "groups_with_several_samples", "same_prompt_samples",
+                                               "near_duplicate_pairs", "near_duplicate_samples", "pinned_validation")},
+            "exported": {s: len(records[s]) for s in SPLITS},
+            "not_exported": {k: {"samples": len(v), "examples": v[:NOT_EXPORTED_EXAMPLES]} for k, v in sorted(skipped.items())},
+            "without_reference": int(sum(_missing(r) for r in kept.reference)),
+            "redacted": {"records": redacted},
+            "files": files,
+            "checks": OPENAI_RFT_CHECKS if to == "openai-rft" else [],
+            "forecast": json.loads(plan.to_json(orient="records")),
+            "warnings": warnings,
+            "database": _database(con),
+            "sources": json.loads(sources.to_json(orient="records")),
+            "rolloutlab_version": __version__,
+            "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        path = target / "curation.json"
+        text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
+        data = text.encode("utf-8", errors="backslashreplace")  # a sample id not Unicode stays readable
+        temps[path] = _write_temp(target, lambda f: f.write(data))
+        # every file is written and checked: now each takes its final name, curation.json last
+        for final, tmp in temps.items():
+            os.replace(tmp, final)  # replaces a symlink at the final name, never its target
+        _fsync_dir(target)
+    finally:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)  # the files of a failed export (after os.replace: gone)
     manifest["files"]["curation"] = str(path)
     return manifest

@@ -15,9 +15,11 @@ import csv
 import io
 import json
 import math
-from datetime import datetime, timezone
+import re
+from datetime import date, datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import config, store
@@ -36,6 +38,9 @@ IMPORT_COLUMNS = ["path", "format", "records", "loaded", "duplicates", "rejected
 EXPORT_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
 TEXT_FIELDS = ("rollout_id", "run", "sample_id", "note", "who", "origin")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet would run these as formulas
+_GUARDED_START = _FORMULA_START + ("'",)  # ...and the guard itself, so that taking it off is exact
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]|$)")  # an ISO-8601 timestamp starts with its date
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # bytes that are not UTF-8, as surrogateescape decodes them
 
 
 class LabelError(ValueError):
@@ -68,21 +73,37 @@ def parse_value(value) -> tuple[float, bool | None]:
 
 
 def _text(value, name: str, limit: int) -> str | None:
+    """Text (a number is taken as its text); an object, a list or true / false is refused rather
+    than stored as its Python repr, and so is a lone surrogate (JSON's "\\ud800"), which no
+    store can encode."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
+    if isinstance(value, (dict, list, tuple, set, bool)):
+        raise LabelError(f"{name} must be text, not {type(value).__name__}")
     text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise LabelError(f"{name} is not valid Unicode (a lone surrogate)") from None
     if len(text) > limit:
         raise LabelError(f"{name} has {len(text):,} characters; at most {limit:,}")
     return text
 
 
 def _when(value) -> datetime:
-    """A timestamp as naive UTC within the store's sane window (config.TIMESTAMP_MIN/MAX)."""
+    """A timestamp as naive UTC within the store's sane window (config.TIMESTAMP_MIN/MAX). Text
+    must be ISO-8601 (``2025-03-01``, ``2025-03-01T10:00:00+02:00``): "now", "today" or a bare
+    number would be a different time at each import, so re-importing would add it again."""
     if value is None or value == "":
         return datetime.now(timezone.utc).replace(tzinfo=None)
+    if isinstance(value, str):
+        if not _ISO_DATE.match(value.strip()):
+            raise LabelError(f"labelled_at {value!r}: not an ISO-8601 timestamp")
+    elif not isinstance(value, (date, np.datetime64)):  # (datetime and pd.Timestamp are dates)
+        raise LabelError(f"labelled_at {value!r}: not an ISO-8601 timestamp")
     try:
         ts = pd.Timestamp(value)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):
         raise LabelError(f"labelled_at {value!r}: not an ISO-8601 timestamp") from None
     if ts is pd.NaT:
         raise LabelError(f"labelled_at {value!r}: not an ISO-8601 timestamp")
@@ -256,24 +277,31 @@ def _format(path: Path, fmt: str | None) -> str:
 
 def _safe_cell(value):
     """A text cell a spreadsheet will not run as a formula (OWASP CSV injection): a leading
-    ' before = + - @; ``_unsafe_cell`` takes it off again on import."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
+    ' before = + - @ tab CR, and before a ' itself, so that ``_unsafe_cell`` can take it off
+    again exactly (a note "'=keep my quote" is written "''=keep my quote" and read back as it was)."""
+    if isinstance(value, str) and value.startswith(_GUARDED_START):
         return "'" + value
     return value
 
 
 def _unsafe_cell(value):
-    if isinstance(value, str) and value.startswith("'") and value[1:].startswith(_FORMULA_START):
+    """The inverse of ``_safe_cell``: one leading ' is taken off only when it guards (the next
+    character is a formula character or another '); any other leading ' is the text's own."""
+    if isinstance(value, str) and value.startswith("'") and value[1:].startswith(_GUARDED_START):
         return value[1:]
     return value
 
 
 def export_labels(con, path, run: str | None = None, format: str | None = None) -> pd.DataFrame:
     """Write the judgements (``labels(con, run)``) to ``path``: CSV or JSONL by its extension.
-    Returns what was written. In CSV, a text cell that starts like a formula (= + - @) gets a
-    leading ' so spreadsheets show it as text; ``import_labels`` removes it."""
+    Returns what was written. In CSV, a text cell that starts like a formula (= + - @ tab CR) or
+    with ' gets a leading ' so spreadsheets show it as text; ``import_labels`` removes exactly
+    that one. Lines end in CRLF (RFC 4180), so every cell holding a CR or LF is quoted: a
+    spreadsheet never sees a note's line break as a new row."""
     path = Path(path)
     fmt = _format(path, format)
+    if path.is_dir():
+        raise LabelError(f"{path} is a folder: give a file name for the labels (.csv or .jsonl)")
     df = labels(con, run)
     out = df.copy()
     out["labelled_at"] = [None if pd.isna(t) else pd.Timestamp(t).isoformat() for t in out.labelled_at]
@@ -285,16 +313,96 @@ def export_labels(con, path, run: str | None = None, format: str | None = None) 
         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     else:
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+        # "\r\n": the writer quotes a field holding any character of the line terminator, so a
+        # bare CR in a note is quoted too (with "\n" alone, "x\r=1" went out unquoted)
+        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\r\n")
         writer.writeheader()
         for r in records:
             writer.writerow({k: "" if v is None else (_safe_cell(v) if k in TEXT_FIELDS else v) for k, v in r.items()})
-        path.write_text(buffer.getvalue(), encoding="utf-8")
+        path.write_text(buffer.getvalue(), encoding="utf-8", newline="")
     return df
 
 
+def _csv_header(path: Path, fields: list[str] | None) -> list[str]:
+    """The header's column names; a LabelError unless it names rollout_id and value (or label)
+    once each: a sheet without a header would lose its first row as one."""
+    expected = "a header row naming the columns: rollout_id and value (or label); optionally passed, note, who, " \
+               "labelled_at, origin"
+    if fields is None:
+        raise LabelError(f"{path}: empty file; expected {expected}")
+    names = [f.strip() for f in fields]
+    if _NOT_UTF8.search("".join(names)):
+        raise LabelError(f"{path}: the header is not UTF-8; save the sheet as CSV UTF-8")
+    if "rollout_id" not in names or not ({"value", "label"} & set(names)):
+        raise LabelError(f"{path}: the first line {','.join(names)[:200]!r} is not a header; expected {expected}")
+    dup = sorted({n for n in names if n and names.count(n) > 1})
+    if dup:
+        raise LabelError(f"{path}: the header names {', '.join(dup)} more than once; name each column once")
+    return names
+
+
+def _csv_records(path: Path):
+    """(first line number, dict or error text) per CSV record. Read as UTF-8 line by line: a
+    record holding bytes that are not UTF-8 is rejected rather than stored with U+FFFD; a record
+    the csv module cannot read (a field over its 128 KiB limit) is rejected and reading goes on
+    after it (a quoted field still open is skipped to its end); a record with more cells than the
+    header (a note with an unquoted comma) is rejected rather than cut."""
+    with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+        source = iter(f)
+        state = {"line": 0, "text": []}
+
+        def feed():
+            for raw in source:
+                state["line"] += 1
+                state["text"].append(raw)
+                yield raw
+
+        reader = csv.reader(feed())
+        try:
+            fields = next(reader)
+        except StopIteration:
+            fields = None
+        except csv.Error as exc:
+            raise LabelError(f"{path}: the header cannot be read ({exc})") from None
+        names = _csv_header(path, fields)
+        while True:
+            state["text"] = []
+            first = state["line"] + 1
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                # a quoted field left open: skip to the line that closes it (an even count of ")
+                while sum(t.count('"') for t in state["text"]) % 2:
+                    raw = next(source, None)
+                    if raw is None:
+                        break
+                    state["line"] += 1
+                    state["text"].append(raw)
+                why = str(exc)
+                if "field larger than field limit" in why:
+                    why = (f"a field longer than {csv.field_size_limit():,} characters "
+                           f"(notes hold at most {LABEL_NOTE_MAX_CHARS:,})")
+                last = state["line"]
+                yield first, (f"{why}; lines {first}-{last} skipped" if last > first else why)
+                continue
+            if not any(c.strip() for c in cells):  # a blank line, or a row of empty cells
+                continue
+            if _NOT_UTF8.search("".join(cells)):
+                yield first, "not UTF-8 (save the sheet as CSV UTF-8)"
+                continue
+            extra = [c for c in cells[len(names):] if c.strip()]
+            unnamed = [c for n, c in zip(names, cells) if not n and c.strip()]
+            if extra or unnamed:
+                yield first, (f"{len(cells)} cells but the header names {sum(1 for n in names if n)} columns "
+                              f"(an unquoted comma?)")
+                continue
+            yield first, {n: (_unsafe_cell(c) if c != "" else None) for n, c in zip(names, cells) if n}
+
+
 def _records(path: Path, fmt: str):
-    """(line number, dict or error text) per record of the file."""
+    """(line number, dict or error text) per record of the file (for CSV, the record's first line)."""
     if fmt == "jsonl":
         with path.open("rb") as f:
             for i, raw in enumerate(f, 1):
@@ -310,11 +418,7 @@ def _records(path: Path, fmt: str):
                     continue
                 yield i, rec if isinstance(rec, dict) else "not a JSON object"
     else:
-        with path.open(newline="", encoding="utf-8-sig", errors="replace") as f:
-            reader = csv.DictReader(f)
-            for rec in reader:
-                cleaned = {k: (_unsafe_cell(v) if v != "" else None) for k, v in rec.items() if k is not None}
-                yield reader.line_num, cleaned
+        yield from _csv_records(path)
 
 
 def _as_bool(value) -> bool | None:
@@ -334,10 +438,14 @@ def import_labels(con, path, who: str | None = None, origin: str | None = None,
     or ``label`` — is required: pass / fail or a number; ``passed``, ``note``, ``who``,
     ``labelled_at`` and ``origin`` are optional; ``run`` and ``sample_id`` are ignored). ``who``
     and ``origin`` fill in where a record has none (origin defaults to ``import:<file name>``).
-    Judgements already stored are skipped, so importing a file twice adds nothing (a record
-    without ``labelled_at`` takes the file's modification time). A record that
-    cannot be read is rejected with its line and reason; labels of rollouts that are not loaded
-    are kept (they apply once the rollout is ingested) and counted.
+    Judgements already stored are skipped, so importing a file twice adds nothing: a record
+    without ``labelled_at`` takes the file's modification time plus its line number in
+    microseconds, so a later row of the sheet (a correction) is the newer judgement. A CSV must
+    start with a header naming rollout_id and value (or label), each column once (LabelError
+    otherwise). A record that cannot be read is rejected with its line and reason (not UTF-8, a
+    field over the csv limit, more cells than the header, a note or who that is not text,
+    labelled_at that is not ISO-8601, ...); labels of rollouts that are not loaded are kept
+    (they apply once the rollout is ingested) and counted.
 
     Returns one row: path, format, records, loaded, duplicates, rejected, unknown_rollouts,
     reasons (up to LABEL_SHOWN_REJECTS)."""
@@ -346,8 +454,9 @@ def import_labels(con, path, who: str | None = None, origin: str | None = None,
     if not path.is_file():
         raise LabelError(f"no file {path}")
     default_origin = origin or f"import:{path.name}"
-    # a record without a time takes the file's: importing the same sheet twice adds nothing
-    file_time = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).replace(tzinfo=None)
+    # a record without a time takes the file's plus its line in microseconds: importing the same
+    # sheet twice adds nothing, and a later row (a correction by the same person) is the newer one
+    file_time = pd.Timestamp(datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).replace(tzinfo=None))
     rows, reasons, n = [], [], 0
     for line, rec in _records(path, fmt):
         n += 1
@@ -359,7 +468,9 @@ def import_labels(con, path, who: str | None = None, origin: str | None = None,
             if value is None:
                 raise LabelError("no value (pass / fail or a number)")
             rows.append(_row(rec.get("rollout_id"), value, rec.get("note"), rec.get("who") or who,
-                             rec.get("origin") or default_origin, rec.get("labelled_at") or file_time,
+                             rec.get("origin") or default_origin,
+                             file_time + pd.Timedelta(microseconds=line) if rec.get("labelled_at") in (None, "")
+                             else rec["labelled_at"],
                              _as_bool(rec.get("passed"))))
         except LabelError as exc:
             reasons.append(f"line {line}: {exc}")

@@ -179,9 +179,10 @@ def _ingest_all(con, lakes: list[Path], files: list[Path], format, run, split, s
                 rows.extend(lake.read_lake(con, folder))
             except lake.LakeError as exc:
                 raise IngestError(str(exc)) from exc
+        known = _known_sources(con, files)
         for path in tqdm(files, desc="ingest", unit="file", disable=disable):
             try:
-                rows.append(_ingest_file(con, path, format, run, split, step, follow))
+                rows.append(_ingest_file(con, path, format, run, split, step, follow, known))
             except (IngestError, store.StoreError):
                 raise
             except OSError as exc:
@@ -233,21 +234,49 @@ def _drop_tail_sql() -> list[str]:
     ]
 
 
-def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = False) -> dict:
+KNOWN_COLUMNS = [*PREVIOUS_COLUMNS, "sha256"]
+
+
+def _known_sources(con, files: list[Path]) -> dict[str, dict | None]:
+    """What the store holds of each path named once in this call, read in one query before any is
+    loaded (a folder of many unchanged files costs a hash each, not queries each). A path named
+    twice is left out: its second time must see what its first time wrote."""
+    counts: dict[str, int] = {}
+    for f in files:
+        key = str(f.resolve())
+        counts[key] = counts.get(key, 0) + 1
+    once = [k for k, n in counts.items() if n == 1]
+    if not once:
+        return {}
+    found = con.execute(f"SELECT path, {', '.join(KNOWN_COLUMNS)} FROM sources WHERE list_contains(?, path)",
+                        [once]).fetchall()
+    known: dict[str, dict | None] = dict.fromkeys(once)  # None: not loaded before
+    known.update({r[0]: dict(zip(KNOWN_COLUMNS, r[1:])) for r in found})
+    return known
+
+
+def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = False,
+                 known: dict[str, dict | None] | None = None) -> dict:
     resolved = str(path.resolve())
     row = {"path": str(path), "format": format, "source_id": None, "records": 0, "loaded": 0,
            "rejected": 0, "reasons": []}
     notes: list[str] = []
-    found = con.execute(f"SELECT {', '.join(PREVIOUS_COLUMNS)} FROM sources WHERE path = ?", [resolved]).fetchone()
-    previous = dict(zip(PREVIOUS_COLUMNS, found)) if found else None
+    if known is not None and resolved in known:
+        previous = known.pop(resolved)
+    else:
+        found = con.execute(f"SELECT {', '.join(KNOWN_COLUMNS)} FROM sources WHERE path = ?", [resolved]).fetchone()
+        previous = dict(zip(KNOWN_COLUMNS, found)) if found else None
     scan = filescan.scan(path, prefix=previous["bytes_loaded"] if previous else None)
-    same = con.execute("SELECT source_id, path, format, n_records, n_rejected FROM sources WHERE sha256 = ?",
-                       [scan.sha256]).fetchone()
+    if previous is not None and previous["sha256"] == scan.sha256:  # this path, unchanged
+        same = (previous["source_id"], resolved, previous["format"], previous["n_records"], previous["n_rejected"])
+    else:
+        same = con.execute("SELECT source_id, path, format, n_records, n_rejected FROM sources WHERE sha256 = ?",
+                           [scan.sha256]).fetchone()
     if same:
         reasons = [] if same[1] == resolved else [f"same content as {same[1]}, already loaded"]
-        labels = [r[0] for r in con.execute("SELECT DISTINCT run_id FROM rollouts WHERE source_id = ? ORDER BY 1",
-                                            [same[0]]).fetchall()]
-        if run is not None and labels and run not in labels:
+        labels = [] if run is None else [r[0] for r in con.execute(
+            "SELECT DISTINCT run_id FROM rollouts WHERE source_id = ? ORDER BY 1", [same[0]]).fetchall()]
+        if labels and run not in labels:
             reasons.append(f"{path}: already loaded as run {', '.join(map(repr, labels))}: --run {run!r} was not "
                            "applied (an unchanged file adds nothing). To load it under another label, ingest it "
                            "into another database (--db), or a copy of it under another name.")

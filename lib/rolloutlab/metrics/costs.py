@@ -30,6 +30,7 @@ from .training import training_metrics_sql
 
 # ---- defaults (config.py) -----------------------------------------------------------------------
 PRICES_FILE = config.PRICES_FILE
+PRICE_MAX_PER_MTOK = config.PRICE_MAX_PER_MTOK
 TRUNCATION_WARN = config.CHECK_THRESHOLDS["truncation_warn"]
 TRUNCATION_FAIL = config.CHECK_THRESHOLDS["truncation_fail"]
 TRUNCATION_TOOLS_NAMED = config.TRUNCATION_TOOLS_NAMED
@@ -52,12 +53,17 @@ class PriceWarning(UserWarning):
 # ---- the price table -----------------------------------------------------------------------------
 
 def _number(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{where} must be a finite number of dollars per 1M tokens, 0 or more; got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
+            or value > PRICE_MAX_PER_MTOK):
+        raise ValueError(f"{where} must be a number of dollars per 1M tokens from 0 to {PRICE_MAX_PER_MTOK:,}; "
+                         f"got {value!r}")
     return float(value)
 
 
 def _entries(models: Mapping, origin: str, as_of) -> list[dict]:
+    if not isinstance(models, Mapping):
+        raise ValueError(f"prices ({origin}): 'models' must be a table of model names, each with input and output "
+                         f"prices (as in {PRICES_FILE.name}); got {type(models).__name__}")
     out = []
     for model, spec in models.items():
         where = f"price of {model!r} ({origin})"
@@ -101,13 +107,16 @@ def price_table(prices: str | Path | Mapping | None = None) -> pd.DataFrame:
         if isinstance(prices, (str, Path)):
             path = Path(prices)
             if not path.is_file():
-                raise FileNotFoundError(f"price file {str(path)!r} not found")
+                raise ValueError(f"price file {str(path)!r} not found: give a TOML file laid out like "
+                                 f"{PRICES_FILE.name} (a [models.\"name\"] table with input and output per 1M tokens)")
             try:
                 user = _read_toml(path)
             except tomllib.TOMLDecodeError as e:
                 raise ValueError(f"price file {str(path)!r} is not valid TOML: {e}") from None
             extra = _entries(user.get("models", {}), str(path), user.get("as_of"))
         elif isinstance(prices, Mapping):
+            if "models" in prices and not isinstance(prices["models"], Mapping):
+                _entries(prices["models"], "dict", None)  # raises: says what 'models' must be
             models = prices["models"] if isinstance(prices.get("models"), Mapping) else prices
             extra = _entries(models, "dict", prices.get("as_of") if models is not prices else None)
         else:
