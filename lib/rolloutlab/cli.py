@@ -920,16 +920,23 @@ TOKEN_COLUMNS = ["model", "rollouts", "rollouts_with_tokens", "input_tokens_mean
                  "total_tokens", "tool_output_chars_mean", "truncated_token_share"]
 
 
+def _printed_as_json_or_empty(args, df, empty: str) -> bool:
+    """--json prints the records; an empty frame prints ``empty``. True when nothing more is to print."""
+    if args.json:
+        print(_json_records(df))
+        return True
+    if df.empty:
+        print(empty)
+        return True
+    return False
+
+
 def cmd_tokens(args) -> int:
     from .metrics import tokens
 
     df = _read(args, lambda con: tokens(con, args.run, by=args.by, include_errors=args.include_errors))
-    if args.json:
-        print(_json_records(df))
-        return EXIT_OK
-    if df.empty:
-        print("no runs loaded yet: rolloutlab ingest PATH" if args.by in ("run", "step") else
-              f"no tool calls in {', '.join(args.run) if args.run else 'any run'}")
+    if _printed_as_json_or_empty(args, df, "no runs loaded yet: rolloutlab ingest PATH" if args.by in ("run", "step")
+                                 else f"no tool calls in {', '.join(args.run) if args.run else 'any run'}"):
         return EXIT_OK
     format_of = _kinds_format(shares=("output_share",))
     if args.by in ("run", "step"):
@@ -946,11 +953,7 @@ def cmd_truncation(args) -> int:
     from .metrics import truncation
 
     df = _read(args, lambda con: truncation(con, args.run, by=args.by, include_errors=args.include_errors))
-    if args.json:
-        print(_json_records(df))
-        return EXIT_OK
-    if df.empty:
-        print("no runs loaded yet: rolloutlab ingest PATH")
+    if _printed_as_json_or_empty(args, df, "no runs loaded yet: rolloutlab ingest PATH"):
         return EXIT_OK
     _print_metrics(df.drop(columns=["step_known"], errors="ignore"), _kinds_format())
     blind = df.run[(df.with_stop_reason == 0) & (df.truncated == 0)].tolist()
