@@ -331,14 +331,19 @@ def _for_people(df):
     return df.apply(lambda col: col.map(lambda v: fmt.value(_plain(v))).astype(object))
 
 
+def _print_reasons(reasons, rejected: int, more: str) -> None:
+    """The reasons shown, indented, then ``more`` when fewer were shown than were rejected."""
+    for reason in reasons:
+        print(f"    {reason}")
+    if rejected > len(reasons):
+        print(f"    ... {more}")
+
+
 def _ingest_report(result) -> None:
     for row in result.itertuples():
         print(f"{row.path}: {row.action} ({row.format}) - {row.records} records, "
               f"{row.loaded} loaded, {row.rejected} rejected")
-        for reason in row.reasons:
-            print(f"    {reason}")
-        if row.rejected > len(row.reasons):
-            print(f"    ... see all with: rolloutlab rejects --source {row.source_id} --limit 0")
+        _print_reasons(row.reasons, row.rejected, f"see all with: rolloutlab rejects --source {row.source_id} --limit 0")
 
 
 def cmd_ingest(args) -> int:
@@ -820,10 +825,7 @@ def _labels_import(args) -> int:
     else:
         print(f"{row.path}: {row.records:,} records, {row.loaded:,} labels loaded, {row.duplicates:,} already "
               f"stored, {row.rejected:,} rejected")
-        for reason in row.reasons:
-            print(f"    {reason}")
-        if row.rejected > len(row.reasons):
-            print(f"    ... and {row.rejected - len(row.reasons):,} more")
+        _print_reasons(row.reasons, row.rejected, f"and {row.rejected - len(row.reasons):,} more")
         if row.unknown_rollouts:
             print(f"{row.unknown_rollouts:,} labelled rollouts are not in {path}: their labels apply once they are "
                   "ingested")

@@ -263,9 +263,9 @@ def bootstrap_p(reps: np.ndarray) -> np.ndarray:
 # Multiplicity: many metrics tested in one comparison
 
 
-def holm(p) -> np.ndarray:
-    """Holm's step-down adjusted p-values (family-wise error rate, valid under any dependence;
-    Holm 1979). NaN p-values are not part of the family and stay NaN."""
+def _adjusted(p, step) -> np.ndarray:
+    """Adjusted p-values of the non-NaN ``p``: ``step(sorted p, m)`` in ascending order, capped at
+    1; NaN p-values are not part of the family and stay NaN."""
     p = np.asarray(p, dtype=float)
     out = np.full(p.shape, np.nan)
     keep = np.flatnonzero(~np.isnan(p))
@@ -273,20 +273,20 @@ def holm(p) -> np.ndarray:
     if m == 0:
         return out
     order = keep[np.argsort(p[keep], kind="stable")]
-    scaled = (m - np.arange(m)) * p[order]
-    out[order] = np.minimum(1.0, np.maximum.accumulate(scaled))
+    out[order] = np.minimum(1.0, step(p[order], m))
     return out
+
+
+def holm(p) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error rate, valid under any dependence;
+    Holm 1979). NaN p-values are not part of the family and stay NaN."""
+    return _adjusted(p, lambda ps, m: np.maximum.accumulate((m - np.arange(m)) * ps))
 
 
 def bh(p) -> np.ndarray:
     """Benjamini-Hochberg q-values (false discovery rate; Benjamini & Hochberg 1995): the step-up
     adjusted p-values min over j >= i of m p_(j) / j. NaN p-values stay NaN."""
-    p = np.asarray(p, dtype=float)
-    out = np.full(p.shape, np.nan)
-    keep = np.flatnonzero(~np.isnan(p))
-    m = len(keep)
-    if m == 0:
-        return out
+    return _adjusted(p, lambda ps, m: np.minimum.accumulate((m * ps / np.arange(1, m + 1))[::-1])[::-1])
     order = keep[np.argsort(p[keep], kind="stable")]
     scaled = m * p[order] / np.arange(1, m + 1)
     out[order] = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])

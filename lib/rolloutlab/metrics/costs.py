@@ -172,33 +172,49 @@ def needs_price_sql() -> str:
     """
 
 
+def _price_columns(names: list, table: pd.DataFrame, fields) -> tuple[list, list, dict, list]:
+    """For model ``names``: those the table prices, their price-table keys, a list per price field
+    (in the order of the priced names) and the names without a price."""
+    index = _index(table)
+    models, keys, cols, unpriced = [], [], {f: [] for f in fields}, []
+    for name in names:
+        key = price_key(name, table, index)
+        if key is None:
+            unpriced.append(name)
+            continue
+        row = table.iloc[index[key.lower()]]
+        models.append(name)
+        keys.append(key)
+        for f in fields:
+            cols[f].append(float(row[f]))
+    return models, keys, cols, unpriced
+
+
+def _dates(table: pd.DataFrame, keys: list) -> list[str]:
+    """The ``as_of`` dates of the price-table rows named by ``keys`` (a user's file may give none)."""
+    return sorted({a for a in table[table.model.isin(keys)].as_of if isinstance(a, str) and a})
+
+
 def _pricing(con: duckdb.DuckDBPyConnection, labels: list[str], prices) -> dict:
     """The price parameters of the priced SQL for the models of ``labels`` — one warning per model
     without a price whose rollouts need one — and the table's ``as_of`` and origins."""
     table = price_table(prices)
-    index = _index(table)
-    models, keys, cols = [], [], {f: [] for f in PRICE_FIELDS}
-    for model, runs, to_price in run_sql(con, needs_price_sql(), {"runs": labels}).fetchall():
-        key = price_key(model, table, index)
-        if key is None:
-            if to_price:
-                shown = ", ".join(runs[:5]) + (f" and {len(runs) - 5} more" if len(runs) > 5 else "")
-                what = f"model {model!r}" if model else "no model name (runs.model is NULL)"
-                warnings.warn(f"no price for {what} (runs {shown}): {to_price:,} rollouts without a cost in the "
-                              f"logs get a NULL cost; give its price: prices={{{(model or 'MODEL')!r}: "
-                              "{'input': ..., 'output': ...}} (USD per 1M tokens) or a prices TOML file",
-                              PriceWarning, stacklevel=4)
-            continue
-        row = table.iloc[index[key.lower()]]
-        models.append(model)
-        keys.append(key)
-        for f in PRICE_FIELDS:
-            cols[f].append(float(row[f]))
-    used = table[table.model.isin(keys)]
+    needs = {model: (runs, to_price) for model, runs, to_price in
+             run_sql(con, needs_price_sql(), {"runs": labels}).fetchall()}
+    models, keys, cols, unpriced = _price_columns(list(needs), table, PRICE_FIELDS)
+    for model in unpriced:
+        runs, to_price = needs[model]
+        if to_price:
+            shown = ", ".join(runs[:5]) + (f" and {len(runs) - 5} more" if len(runs) > 5 else "")
+            what = f"model {model!r}" if model else "no model name (runs.model is NULL)"
+            warnings.warn(f"no price for {what} (runs {shown}): {to_price:,} rollouts without a cost in the "
+                          f"logs get a NULL cost; give its price: prices={{{(model or 'MODEL')!r}: "
+                          "{'input': ..., 'output': ...}} (USD per 1M tokens) or a prices TOML file",
+                          PriceWarning, stacklevel=4)
     return {"models": models, "price_models": keys, "p_input": cols["input"], "p_cached": cols["cached_input"],
             "p_output": cols["output"], "p_reasoning": cols["reasoning"],
             "reasoning_in_output": list(REASONING_IN_OUTPUT_FORMATS),
-            "_as_of": sorted({a for a in used.as_of if isinstance(a, str) and a}), "_origin": sorted(set(used.origin))}
+            "_as_of": _dates(table, keys), "_origin": sorted(set(table[table.model.isin(keys)].origin))}
 
 
 def cached_column_sql() -> str:
@@ -734,26 +750,16 @@ def job_usage(con: duckdb.DuckDBPyConnection, job: str | None = None, prices=Non
     (nor anywhere)."""
     graders = [g for (g,) in run_sql(con, job_graders_sql(), {"job": job}).fetchall()]
     table = price_table(prices)
-    index = _index(table)
-    models, keys, cols = [], [], {f: [] for f in ("input", "cached_input", "output")}
-    for g in graders:
-        key = price_key(g, table, index)
-        if key is None:
-            warnings.warn(f"no price for grader model {g!r} (job usage events): its grader cost is NULL; give its "
-                          f"price: prices={{{g!r}: {{'input': ..., 'output': ...}}}} (USD per 1M tokens)",
-                          PriceWarning, stacklevel=2)
-            continue
-        row = table.iloc[index[key.lower()]]
-        models.append(g)
-        keys.append(key)
-        for f in cols:
-            cols[f].append(float(row[f]))
+    models, keys, cols, unpriced = _price_columns(graders, table, ("input", "cached_input", "output"))
+    for g in unpriced:
+        warnings.warn(f"no price for grader model {g!r} (job usage events): its grader cost is NULL; give its "
+                      f"price: prices={{{g!r}: {{'input': ..., 'output': ...}}}} (USD per 1M tokens)",
+                      PriceWarning, stacklevel=2)
     p = {"job": job, "models": models, "price_models": keys, "p_input": cols["input"],
          "p_cached": cols["cached_input"], "p_output": cols["output"]}
     df = run_sql(con, job_usage_sql(), p).df()
-    used = table[table.model.isin(keys)]
-    df.attrs.update(prices_as_of=sorted({a for a in used.as_of if isinstance(a, str) and a}), excludes=TRAINING_FEES_EXCLUDED.replace(
-        " and model-grader tokens", ""))
+    df.attrs.update(prices_as_of=_dates(table, keys),
+                    excludes=TRAINING_FEES_EXCLUDED.replace(" and model-grader tokens", ""))
     return df
 
 
