@@ -32,7 +32,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -40,7 +40,8 @@ import pandas as pd
 from . import stats
 from .fmt import share
 from .htmltext import esc, missing
-from .metrics.common import EXCLUDED_STATUSES, common_threshold, pass_at_sql, resolve_runs, run_sql, threshold
+from .metrics.common import (EXCLUDED_STATUSES, common_threshold, pass_at_sql, resolve_runs, run_sql,
+                             sample_texts_sql, threshold)
 from .stop_reasons import LIMITS
 from .config import (
     FAILURE_MODES_K_MAX,
@@ -283,14 +284,7 @@ def failure_features_sql() -> str:
         FROM rollouts
         WHERE list_contains($runs, run_id)
           AND (status IN ({excluded}) OR coalesce(score, 0.0) < {pass_at_sql()})),
-    refs AS (  -- the sample's reference and prompt: from the rollout's own file first, then the run's split
-        SELECT f.rollout_id,
-               first(s.reference ORDER BY (s.source_id IS NOT DISTINCT FROM f.source_id) DESC,
-                     (s.split IS NOT DISTINCT FROM u.split) DESC, s.reference NULLS LAST) AS reference,
-               first(s.prompt ORDER BY (s.source_id IS NOT DISTINCT FROM f.source_id) DESC,
-                     (s.split IS NOT DISTINCT FROM u.split) DESC, s.prompt NULLS LAST) AS prompt
-        FROM failing f JOIN samples s ON s.sample_id = f.sample_id LEFT JOIN runs u ON u.run_id = f.run_id
-        GROUP BY f.rollout_id),
+    refs AS ({sample_texts_sql("failing")}),
     outs AS (  -- tool outputs; the i-th tool message of a turn answers the turn's i-th call
         SELECT m.rollout_id, m.turn_idx, lower(left(m.content, $text_chars)) AS text,
                row_number() OVER (PARTITION BY m.rollout_id, m.turn_idx ORDER BY m.msg_idx) AS k
@@ -1796,12 +1790,20 @@ def sample_attempts_sql() -> str:
 
 
 def sample_diff(con, sample: str, base: str, candidate: str, pass_threshold: float | None = None,
-                prefer: list[str] | None = None) -> pd.DataFrame:
+                prefer: list[str] | None = None, suspects: Iterable[str] | None = None) -> pd.DataFrame:
     """``trajectory_diff`` of a failing base attempt (the lowest score, then the first attempt;
     one of ``prefer`` first when given, e.g. a failure mode's rollouts) and a passing candidate
-    attempt (the first) at one sample. When there is no such pair, an empty frame whose
-    ``attrs["message"]`` says why (``attrs["rollout_a"]``/``["rollout_b"]`` None)."""
+    attempt (the first) at one sample. The passing attempt is never one of ``suspects`` (default:
+    the candidate's audit suspects, ``audit(con, candidate, base=base)``; ``()`` allows any): a
+    pass the grader may have been fooled into shows nothing worth copying. When there is no such
+    pair, an empty frame whose ``attrs["message"]`` says why (``attrs["rollout_a"]``/``["rollout_b"]``
+    None)."""
     base, candidate = resolve_runs(con, [base, candidate])
+    if suspects is None:
+        from .audit import audit
+
+        suspects = audit(con, candidate, base=base, pass_threshold=pass_threshold).rollout_id
+    suspects = {str(r) for r in suspects}
     thr = threshold(pass_threshold)
     rows = run_sql(con, sample_attempts_sql(), {"sample": sample, "base": base, "candidate": candidate,
                                                 "threshold": thr}).df()
@@ -1811,6 +1813,7 @@ def sample_diff(con, sample: str, base: str, candidate: str, pass_threshold: flo
         failing = failing.assign(preferred=~failing.rollout_id.isin(list(prefer))).sort_values(
             "preferred", kind="stable")
     passing = rows[(rows.run == candidate) & rows.passes].sort_values(["attempt", "rollout_id"], kind="stable")
+    honest = passing[~passing.rollout_id.isin(suspects)]
     reason = None
     if not (rows.run == base).any():
         reason = f"{base} has no attempt at sample {sample}"
@@ -1820,14 +1823,20 @@ def sample_diff(con, sample: str, base: str, candidate: str, pass_threshold: flo
         reason = f"no failing {base} attempt at sample {sample} (every counted attempt scored ≥ {'its run’s pass threshold' if shown is None else f'{shown:g}'})"
     elif passing.empty:
         reason = f"no passing {candidate} attempt at sample {sample} (none scored ≥ {'its run’s pass threshold' if shown is None else f'{shown:g}'})"
+    elif honest.empty:
+        reason = (f"every passing {candidate} attempt at sample {sample} is a reward-hacking suspect "
+                  f"({len(passing)} of them; rl.audit): no pass to learn from")
     if reason:
         out = pd.DataFrame(columns=TRAJECTORY_DIFF_COLUMNS)
         out.attrs.update(message=reason, rollout_a=None, rollout_b=None, sample=sample, base=base,
                          candidate=candidate)
         return out
-    out = trajectory_diff(con, failing.rollout_id.iloc[0], passing.rollout_id.iloc[0])
+    out = trajectory_diff(con, failing.rollout_id.iloc[0], honest.rollout_id.iloc[0])
+    skipped = len(passing) - len(honest)
     out.attrs.update(message=f"{base} attempt {failing.attempt.iloc[0]} (fails) vs {candidate} attempt "
-                             f"{passing.attempt.iloc[0]} (passes) at sample {sample}",
+                             f"{honest.attempt.iloc[0]} (passes) at sample {sample}"
+                             + (f"; {skipped} passing attempt{'s' if skipped > 1 else ''} left aside as "
+                                f"{'audit suspects' if skipped > 1 else 'an audit suspect'}" if skipped else ""),
                      sample=sample, base=base, candidate=candidate)
     return out
 

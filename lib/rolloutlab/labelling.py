@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import config, store
-from .metrics.common import included_sql, params, pass_at_sql, resolve_runs, run_sql
+from .metrics.common import included_sql, params, pass_at_sql, resolve_runs, run_sql, sample_texts_sql
 
 LABEL_NOTE_MAX_CHARS = config.LABEL_NOTE_MAX_CHARS  # (config.py)
 LABEL_WHO_MAX_CHARS = config.LABEL_WHO_MAX_CHARS
@@ -256,17 +256,12 @@ def labelling_sample_sql() -> str:
     cut = "CASE WHEN length({x}) > $chars THEN left({x}, $chars) || ' […]' ELSE {x} END"
     return f"""
     WITH picked AS (
-        SELECT rollout_id, run_id, sample_id, attempt, status, score, final_answer, n_tool_calls
+        SELECT rollout_id, run_id, sample_id, attempt, status, score, final_answer, n_tool_calls, source_id
         FROM ({included_sql()})
         WHERE NOT ($unlabelled_only AND rollout_id IN (SELECT rollout_id FROM labels))
         ORDER BY hash(rollout_id || ':' || $seed::VARCHAR), rollout_id
         LIMIT $n),
-    texts AS (
-        SELECT p.rollout_id,
-               arg_max(s.prompt, (s.split IS NOT DISTINCT FROM r.split)::INTEGER) AS prompt,
-               arg_max(s.reference, (s.split IS NOT DISTINCT FROM r.split)::INTEGER) AS reference
-        FROM picked p JOIN runs r USING (run_id) JOIN samples s ON s.sample_id = p.sample_id
-        GROUP BY p.rollout_id)
+    texts AS ({sample_texts_sql("picked")})
     SELECT p.rollout_id, p.run_id AS run, p.sample_id, p.attempt, p.status, p.score,
            {cut.format(x='t.prompt')} AS prompt, {cut.format(x='t.reference')} AS reference,
            {cut.format(x='p.final_answer')} AS final_answer, p.n_tool_calls

@@ -15,11 +15,11 @@ import pandas as pd
 from . import fmt
 from .labelling import LabelError, label as store_label, labels as stored_labels
 from .htmltext import esc, missing as _missing
-from .metrics.common import resolve_runs
+from .metrics.common import resolve_runs, sample_texts_sql
 
 PAGE_SIZE = 20
 SORTABLE = {"score": "score", "tool calls": "n_tool_calls", "latency": "latency_s", "sample": "sample_id",
-            "attempt": "attempt", "run": "run_id"}
+            "attempt": "attempt", "run": "run_id", "suspicion": None}  # suspicion: the order of Filters.ranked
 STATUSES = ("ok", "model_error", "infra_error", "truncated", "ungraded")
 
 
@@ -36,6 +36,7 @@ class Filters:
     samples: tuple[str, ...] | None = None  # only these samples (exact ids); None: no limit
     sort: str = "score"
     descending: bool = False
+    ranked: tuple[str, ...] = ()  # rollout ids, most suspect first: the order of sort="suspicion"
     page: int = 0
     page_size: int = PAGE_SIZE
 
@@ -63,7 +64,8 @@ def _params(f: Filters) -> dict:
 def page_sql(f: Filters) -> str:
     if f.sort not in SORTABLE:
         raise ValueError(f"sort by one of {', '.join(SORTABLE)}")
-    order = f'"{SORTABLE[f.sort]}" {"DESC" if f.descending else "ASC"} NULLS LAST, run_id, sample_id, attempt, rollout_id'
+    key = "list_position($ranked, rollout_id)" if SORTABLE[f.sort] is None else f'"{SORTABLE[f.sort]}"'
+    order = f'{key} {"DESC" if f.descending else "ASC"} NULLS LAST, run_id, sample_id, attempt, rollout_id'
     return f"""
     SELECT rollout_id, run_id AS run, sample_id, attempt, status, score, n_tool_calls, n_turns, latency_s,
            final_answer
@@ -80,7 +82,8 @@ def page(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[pd.DataFrame, int]
     """One page of matching rollouts, and how many match in all."""
     p = _params(f)
     total = con.execute(count_sql(), p).fetchall()[0][0]
-    rows = con.execute(page_sql(f), {**p, "limit": int(f.page_size), "offset": int(f.page * f.page_size)}).df()
+    order = {"ranked": list(f.ranked)} if SORTABLE.get(f.sort, "") is None else {}
+    rows = con.execute(page_sql(f), {**p, **order, "limit": int(f.page_size), "offset": int(f.page * f.page_size)}).df()
     return rows, int(total)
 
 
@@ -90,10 +93,17 @@ class Trajectory:
     calls: pd.DataFrame
     messages: pd.DataFrame
     grades: pd.DataFrame = field(default_factory=pd.DataFrame)
+    sample: dict = field(default_factory=dict)  # its sample's prompt and reference, where the logs hold them
+
+
+def sample_of_sql() -> str:
+    """The prompt and reference of $rollout's sample (``sample_texts_sql``)."""
+    return (f"WITH one AS (SELECT rollout_id, sample_id, run_id, source_id FROM rollouts WHERE rollout_id = $rollout) "
+            f"{sample_texts_sql('one')}")
 
 
 def trajectory(con: duckdb.DuckDBPyConnection, rollout_id: str) -> Trajectory:
-    """Everything about one rollout: its row, tool calls, messages and grades."""
+    """Everything about one rollout: its row, tool calls, messages, grades and its sample's texts."""
     rollout = con.execute("SELECT * FROM rollouts WHERE rollout_id = ?", [rollout_id]).df()
     if rollout.empty:
         raise KeyError(f"no rollout {rollout_id!r}")
@@ -101,7 +111,9 @@ def trajectory(con: duckdb.DuckDBPyConnection, rollout_id: str) -> Trajectory:
     messages = con.execute("SELECT * FROM messages WHERE rollout_id = ? ORDER BY msg_idx", [rollout_id]).df()
     grades = con.execute("SELECT grader, score, weight, passed FROM grades WHERE rollout_id = ? ORDER BY grader",
                          [rollout_id]).df()
-    return Trajectory(rollout.iloc[0].to_dict(), calls, messages, grades)
+    texts = con.execute(sample_of_sql(), {"rollout": rollout_id}).df()
+    sample = {} if texts.empty else {k: v for k, v in texts.iloc[0].items() if k != "rollout_id" and not _missing(v)}
+    return Trajectory(rollout.iloc[0].to_dict(), calls, messages, grades, sample)
 
 
 def attempts_sql() -> str:
@@ -154,9 +166,26 @@ def header_html(total: int, f: Filters) -> str:
             f"<pre class='rl-head'>{header}</pre>")
 
 
+TIMELINE_GUTTER = 56  # px left of the bars: "turn N"
+CHAR_PX = 6.2  # the width of one character of the bars' 10px font, to tell whether a label fits
+
+
+def nice_ticks(span: float, target: int = 6) -> list[float]:
+    """Round tick positions (1, 2 or 5 × 10^k apart) from 0 to ``span``, about ``target`` of them."""
+    import math
+
+    if span <= 0:
+        return [0.0]
+    raw = span / target
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return [i * step for i in range(int(span / step + 1e-9) + 1)]
+
+
 def timeline_html(calls: pd.DataFrame, width: int = 640) -> str:
-    """Tool calls as bars on a time axis; calls of one turn stacked side by side; errors in red.
-    Without timestamps, calls are drawn one slot each in order."""
+    """Tool calls as bars on a time axis with ticks, one row per turn (calls of a turn side by
+    side); errors in red. A bar names its tool when the name fits; every bar says tool, turn,
+    start, latency and error on hover. Without timestamps, calls are drawn one slot each in order."""
     if calls.empty:
         return "<p>No tool calls.</p>"
     timed = calls.started_at.notna().all() and calls.ended_at.notna().all()
@@ -168,22 +197,36 @@ def timeline_html(calls: pd.DataFrame, width: int = 640) -> str:
         start = pd.Series(range(len(calls)), dtype=float)
         end = start + 0.8
     span = max(float(end.max()), 1e-9)
+    turns = [0 if _missing(t) else int(t) for t in calls.turn_idx]
+    rows = {t: i for i, t in enumerate(sorted(set(turns)))}  # a row per turn that called, in order
     lanes: dict[int, int] = {}
-    bars = []
+    bars, labels = [], []
     for i, call in enumerate(calls.itertuples()):  # one bar per call of one rollout
-        lane = lanes.get(call.turn_idx, -1) + 1
-        lanes[call.turn_idx] = lane
-        x, w = float(start.iloc[i]) / span * width, max(float(end.iloc[i] - start.iloc[i]) / span * width, 3)
+        turn = turns[i]
+        lane = lanes.get(turn, -1) + 1
+        lanes[turn] = lane
+        x = TIMELINE_GUTTER + float(start.iloc[i]) / span * width
+        w = max(float(end.iloc[i] - start.iloc[i]) / span * width, 3)
+        top = rows[turn] * 24 + lane * 6
         color = "#D55E00" if call.status != "ok" else "#0072B2"
-        tip = f"{call.tool} · turn {call.turn_idx} · {_num(call.latency_s)}s"
-        if not _missing(call.error):
-            tip += f" · {call.error}"
+        when = f"{fmt.seconds(start.iloc[i])} → {fmt.seconds(end.iloc[i])}" if timed else f"call {i + 1}"
+        tip = " · ".join(x for x in (str(call.tool), f"turn {turn}", when,
+                                     "" if _missing(call.latency_s) else f"latency {fmt.seconds(call.latency_s)}",
+                                     "" if _missing(call.error) else str(call.error)) if x)
+        name = esc(call.tool) if len(str(call.tool)) * CHAR_PX + 4 <= w else ""
         bars.append(f"<div class='rl-bar' title='{esc(tip)}' style='left:{x:.1f}px;width:{w:.1f}px;"
-                    f"top:{call.turn_idx * 24 + lane * 6}px;background:{color}'>{esc(call.tool)}</div>")
-    height = (int(calls.turn_idx.max()) + 1) * 24 + max(lanes.values()) * 6 + 8
-    axis = f"{span:.1f} s" if timed else "call order (no timestamps in this format)"
-    return (f"<div class='rl-timeline' style='position:relative;width:{width}px;height:{height}px'>"
-            f"{''.join(bars)}</div><div class='rl-axis'>0 → {axis}</div>")
+                    f"top:{top}px;background:{color}'>{name}</div>")
+    for turn, row in rows.items():
+        labels.append(f"<div class='rl-lane' style='top:{row * 24}px'>turn {turn}</div>")
+    height = len(rows) * 24 + max(lanes.values()) * 6 + 4
+    if timed:
+        ticks = "".join(f"<div class='rl-tick' style='left:{TIMELINE_GUTTER + t / span * width:.1f}px'>"
+                        f"{esc(fmt.seconds(t))}</div>" for t in nice_ticks(span))
+        axis = f"<div class='rl-axis' style='position:relative;height:18px;width:{width + TIMELINE_GUTTER}px'>{ticks}</div>"
+    else:
+        axis = "<div class='rl-axis'>call order (no timestamps in this format)</div>"
+    return (f"<div class='rl-timeline' style='position:relative;width:{width + TIMELINE_GUTTER}px;height:{height}px'>"
+            f"{''.join(labels)}{''.join(bars)}</div>{axis}")
 
 
 def _call_html(call, output) -> str:
@@ -239,20 +282,51 @@ def transcript_html(messages: pd.DataFrame, calls: pd.DataFrame) -> str:
     return "".join(parts)
 
 
+def facts_html(r: dict) -> str:
+    """The rollout's facts, each only where the log gave its value (no unit without a number)."""
+    def given(key):
+        return not _missing(r.get(key))
+
+    tokens = ""
+    if given("input_tokens") or given("output_tokens"):
+        tokens = f"tokens in/out {_count(r.get('input_tokens')) or '—'}/{_count(r.get('output_tokens')) or '—'}"
+    calls = f"{_count(r['n_tool_calls'])} tool calls" if given("n_tool_calls") else ""
+    if calls and given("n_turns"):
+        calls += f" in {_count(r['n_turns'])} turns"
+    parts = [f"<b>{esc(r['run_id'])}</b>", f"sample <b>{esc(r['sample_id'])}</b>" if given("sample_id") else "",
+             f"attempt {esc(r['attempt'])}" if given("attempt") else "", f"status <b>{esc(r['status'])}</b>",
+             f"score {_num(r['score'])}" if given("score") else "", calls,
+             f"latency {fmt.seconds(r['latency_s'])}" if given("latency_s") else "", tokens]
+    return " · ".join(p for p in parts if p)
+
+
+SAMPLE_TEXT_SHOWN = 4000  # characters of a sample's prompt or reference in the explorer
+
+
+def sample_html(sample: dict) -> str:
+    """The sample's reference (what a right answer or the expected actions look like) and its prompt
+    (folded), where the logs hold them."""
+    parts = []
+    if sample.get("reference"):
+        parts.append(f"<p>reference (expected):</p><pre class='rl-reference'>"
+                     f"{esc(sample['reference'], SAMPLE_TEXT_SHOWN)}</pre>")
+    if sample.get("prompt"):
+        parts.append(f"<details><summary>prompt</summary><pre>{esc(sample['prompt'], SAMPLE_TEXT_SHOWN)}</pre></details>")
+    return "".join(parts) or "<p class='rl-note'>The logs hold no prompt or reference for this sample.</p>"
+
+
 def trajectory_html(t: Trajectory, suspect: str | None = None) -> str:
-    """One rollout: its facts, grades, a timeline of its tool calls, then the transcript with each
-    turn's calls in place. ``suspect``: the audit's reason, shown on top."""
+    """One rollout: its facts, the final answer beside the sample's reference, grades, a timeline
+    of its tool calls, then the transcript with each turn's calls in place. ``suspect``: the audit's
+    reason, shown on top."""
     r = t.rollout
-    facts = (f"<b>{esc(r['run_id'])}</b> · sample <b>{esc(r['sample_id'])}</b> · attempt {esc(r['attempt'])} · "
-             f"status <b>{esc(r['status'])}</b> · score {_num(r['score'])} · {esc(r['n_tool_calls'])} tool calls in "
-             f"{esc(r['n_turns'])} turns · latency {_num(r['latency_s'])} s · tokens in/out "
-             f"{_count(r['input_tokens'])}/{_count(r['output_tokens'])}")
     flag = "" if not suspect else f"<p class='rl-suspect'>audit: {esc(suspect)}</p>"
     error = "" if _missing(r.get("error")) else f"<p class='rl-error'>error: {esc(r['error'])}</p>"
     grades = "".join(f"<li>{esc(g.grader)}: {_num(g.score)}</li>" for g in t.grades.itertuples())
     transcript = transcript_html(t.messages, t.calls)
-    return (f"<div class='rl-trajectory'>{flag}<p>{facts}</p>{error}"
-            f"<p>final answer: <code class='rl-answer'>{esc(r['final_answer'])}</code></p>"
+    answer = "—" if _missing(r.get("final_answer")) else esc(r["final_answer"])
+    return (f"<div class='rl-trajectory'>{flag}<p>{facts_html(r)}</p>{error}"
+            f"<p>final answer: <code class='rl-answer'>{answer}</code></p>{sample_html(t.sample)}"
             f"<p>grades:</p><ul>{grades or '<li>none</li>'}</ul><h4>tool calls</h4>{timeline_html(t.calls)}"
             f"<h4>transcript</h4>{transcript or '<p>No messages or tool calls logged.</p>'}</div>")
 
@@ -334,9 +408,10 @@ def modes_note_html(ids_by_mode: dict[str, tuple[str, ...]], runs) -> str:
             f"{esc(_runs_text(runs))}</span>")
 
 
-def diff_html(con: duckdb.DuckDBPyConnection, sample_id, runs: list[str], prefer=None) -> str:
+def diff_html(con: duckdb.DuckDBPyConnection, sample_id, runs: list[str], prefer=None, suspects=None) -> str:
     """Compare mode's aligned diff: a failing attempt of the first run (A; one of ``prefer``
-    first, e.g. the open rollout) against a passing attempt of the second (B) at one sample
+    first, e.g. the open rollout) against a passing attempt of the second (B) that is no audit
+    suspect (``suspects``: default the second run's audit) at one sample
     (``failures.sample_diff``); its sentence when there is no such pair."""
     if len(runs) < 2:
         return ("<p class='rl-note'>Select two runs to see the aligned diff of a failing attempt of the "
@@ -347,7 +422,7 @@ def diff_html(con: duckdb.DuckDBPyConnection, sample_id, runs: list[str], prefer
 
     base, candidate = runs[0], runs[1]
     diff = failures.sample_diff(con, str(sample_id), base, candidate,
-                                prefer=None if prefer is None else list(prefer))
+                                prefer=None if prefer is None else list(prefer), suspects=suspects)
     more = f" (the first two of the {len(runs)} selected runs)" if len(runs) > 2 else ""
     return (f"<div class='rl-sample-diff'><h4>aligned diff: a failing {esc(base)} attempt (A) vs a passing "
             f"{esc(candidate)} attempt (B){esc(more)}</h4>{failures.trajectory_diff_html(diff)}</div>")
@@ -357,7 +432,10 @@ NO_MATH = "tex2jax_ignore mathjax_ignore"  # log text holds dollar amounts: neve
 
 STYLE = """<style>
 .rl-table{border-collapse:collapse;font-size:12px}.rl-table td,.rl-table th{border-bottom:1px solid #ddd;padding:2px 6px}
-.rl-bar{position:absolute;height:5px;font-size:9px;color:#fff;overflow:hidden;white-space:nowrap;min-height:16px;line-height:16px}
+.rl-bar{position:absolute;height:5px;font-size:10px;color:#fff;overflow:hidden;white-space:nowrap;min-height:16px;line-height:16px;padding-left:2px;box-sizing:border-box}
+.rl-lane{position:absolute;left:0;font-size:10px;color:#777;line-height:16px}
+.rl-axis{font-size:10px;color:#555;border-top:1px solid #999}.rl-tick{position:absolute;top:0;border-left:1px solid #999;padding-left:2px;height:14px}
+.rl-reference{background:#f3f8ff;padding:4px;max-height:200px;overflow:auto;white-space:pre-wrap}
 .rl-msg pre{white-space:pre-wrap;margin:2px 0 8px 0;max-height:240px;overflow:auto}.rl-role{font-weight:bold}
 .rl-error{color:#D55E00}.rl-count{margin:4px 0}.rl-head{margin:0;font-size:12px}
 .rl-rows select{font-family:monospace;font-size:12px}.rl-call{margin:2px 0 6px 18px;font-size:12px}
@@ -368,14 +446,16 @@ STYLE = """<style>
 
 
 def suspects(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict[str, str]:
-    """rollout_id -> the audit's reasons, over the given runs (each audited on its own)."""
+    """rollout_id -> the audit's reasons, over the given runs (each audited on its own), most
+    suspect first (the audit's ``suspicion``, across the runs)."""
     from .audit import audit
 
-    found: dict[str, str] = {}
-    for run in runs:
-        flagged = audit(con, run)
-        found.update(zip(flagged.rollout_id, flagged.reason))
-    return found
+    flagged = [audit(con, run) for run in runs]
+    flagged = [f for f in flagged if len(f)]
+    if not flagged:
+        return {}
+    ranked = pd.concat(flagged).sort_values(["suspicion", "rollout_id"], ascending=[False, True], kind="stable")
+    return dict(zip(ranked.rollout_id, ranked.reason))
 
 
 def focus_html(what: str | None) -> str:
@@ -445,8 +525,10 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
     search = w.Text(placeholder="sample id, rollout id or answer text", description="search")
     search.add_class("rl-search")  # a stable handle for browser tests
     sort = w.Dropdown(options=list(SORTABLE), value="score", description="sort by")
-    desc = w.Checkbox(value=False, description="descending")
-    only_suspects = w.Checkbox(value=False, description="reward-hacking suspects only (rl.audit)")
+    whole = {"style": {"description_width": "initial"}, "indent": False, "layout": w.Layout(width="auto")}
+    desc = w.Checkbox(value=False, description="descending", **whole)
+    only_suspects = w.Checkbox(value=False, description="reward-hacking suspects only (rl.audit), most suspect first",
+                               **whole)
     find_modes_b = w.Button(description="find failure modes",
                             tooltip="group the selected runs' failing rollouts into modes (rl.failure_mode_of); "
                                     "takes a few seconds")
@@ -460,7 +542,7 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
     table = w.HTML()
     pick = w.Select(options=[], rows=PAGE_SIZE, layout=w.Layout(width="100%"))
     pick.add_class("rl-rows")
-    compare = w.Checkbox(value=False, description="compare runs on this sample")
+    compare = w.Checkbox(value=False, description="compare runs on this sample", **whole)
     detail = w.HTML()
     pass_b = w.Button(description="pass", button_style="success", tooltip="label the open rollout a pass")
     fail_b = w.Button(description="fail", button_style="danger", tooltip="label the open rollout a fail")
@@ -529,7 +611,19 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
         lo, hi = score.value
         c_lo, c_hi = calls.value
         full_score, full_calls = (lo, hi) == (score.min, score.max), (c_lo, c_hi) == (calls.min, calls.max)
-        only = tuple(suspects_of(run_pick.value)) if only_suspects.value else None
+        ranked = tuple(suspects_of(run_pick.value)) if only_suspects.value or sort.value == "suspicion" else ()
+        if only_suspects.value != state.get("suspects_on", False):  # turned on: most suspect first; off: back
+            state["suspects_on"] = only_suspects.value
+            state["quiet"] = True
+            try:
+                if only_suspects.value:
+                    state["sort_before"] = sort.value
+                    sort.value = "suspicion"
+                elif sort.value == "suspicion":
+                    sort.value = state.get("sort_before", "score")
+            finally:
+                state["quiet"] = False
+        only = ranked if only_suspects.value else None
         if mode_pick.value != NO_MODE and state["modes"] is not None:
             in_mode = state["modes"][1][mode_pick.value]
             only = in_mode if only is None else tuple(sorted(set(only) & set(in_mode)))
@@ -538,7 +632,8 @@ def explore(con: duckdb.DuckDBPyConnection, runs=None):
                                    score_min=None if full_score else lo, score_max=None if full_score else hi,
                                    statuses=tuple(status.value), calls_min=None if full_calls else c_lo,
                                    calls_max=None if full_calls else c_hi, only=only, samples=None,
-                                   search=search.value.strip(), sort=sort.value, descending=desc.value, page=0)
+                                   search=search.value.strip(), sort=sort.value, descending=desc.value, page=0,
+                                   ranked=ranked)
         refresh()
 
     @guarded("turn the page")

@@ -201,3 +201,16 @@ def set_reward_scale(con: duckdb.DuckDBPyConnection, run: str, reward_range: tup
     row = con.execute("SELECT meta FROM runs WHERE run_id = ?", [names[0]]).fetchone()
     return json.loads(row[0]) if row and row[0] else {}
 
+
+
+def sample_texts_sql(rollouts: str) -> str:
+    """Per rollout of the relation ``rollouts`` (a CTE of the caller with rollout_id, sample_id,
+    run_id, source_id): its sample's ``prompt`` and ``reference`` — as the rollout's own file gave
+    them first, then as its run's split did, then any. What the explorer, the label sheet and the
+    failure features show of a sample."""
+    order = "(s.source_id IS NOT DISTINCT FROM f.source_id) DESC, (s.split IS NOT DISTINCT FROM u.split) DESC"
+    return f"""
+    SELECT f.rollout_id, first(s.prompt ORDER BY {order}, s.prompt NULLS LAST) AS prompt,
+           first(s.reference ORDER BY {order}, s.reference NULLS LAST) AS reference
+    FROM {rollouts} f JOIN samples s ON s.sample_id = f.sample_id LEFT JOIN runs u ON u.run_id = f.run_id
+    GROUP BY f.rollout_id"""
