@@ -109,8 +109,13 @@ ZIP_RATIO_FROM_BYTES = 16 * 1024 * 1024
 # 294246 or a BC date is a broken clock, not a rollout), and non-finite numbers.
 TIMESTAMP_MIN = "1990-01-01"
 TIMESTAMP_MAX = "2100-01-01"
-# Formats mapped record by record (tau-bench, tau2, inspect) load this many records at a time.
+# Formats mapped record by record (tau-bench, tau2, inspect) load this many records at a time;
+# a folder of small files loads their records this many at a time (ingest.batch), or fewer when
+# their lines reach BATCH_BYTES (memory: a batch is held a few times over while it loads).
 CONVERT_BATCH_RECORDS = 5000
+BATCH_BYTES = 128 * 1024 * 1024
+# A native file up to this size joins the batch of a call's many files; a larger one loads alone.
+BATCH_FILE_MAX_BYTES = 16 * 1024 * 1024
 # Readers never block writers (store.SharedReader): a reading handle holds the database file only
 # while it queries, and lets go after this many idle seconds.
 READER_IDLE_S = 0.25
