@@ -91,11 +91,11 @@ AUDIT_INJECTION_PATTERNS = [
 
 # Ingest: longest single JSONL record we accept (a rollout with long transcripts).
 MAX_LINE_BYTES = 64 * 1024 * 1024
-# A native file larger than this loads a chunk of lines at a time, in the same transaction, so
-# an ingest's memory is that of a chunk, not of the file. Each chunk has a fixed cost and a chunk
-# under ~2 row groups (245,760 lines) parses on one core: 1 GiB keeps peak memory under 2.5 GB
-# (bench/sweep.py) and halves the time of 256 MiB chunks at 200k-1M rollouts.
-NATIVE_CHUNK_BYTES = 1024 * 1024 * 1024
+# A native file larger than this loads a chunk of lines at a time, in the same transaction, each
+# chunk parsed and checked outside it, so an ingest's memory is that of a chunk, not of the file:
+# 128 MiB keeps a 566 MB file's peak within 2x DuckDB's own load (0.92-0.97 GB against 1.44-1.52 GB
+# as one piece, for ~15% more time: bench/ingest.py, docs/benchmarks.md).
+NATIVE_CHUNK_BYTES = 128 * 1024 * 1024
 # Format detection reads the file's first record whole, up to this many bytes (a capture log's
 # first call may carry large arguments); beyond it, pass --format.
 SNIFF_MAX_BYTES = 16 * 1024 * 1024

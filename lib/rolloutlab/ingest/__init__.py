@@ -263,6 +263,12 @@ class _Call:
             self.batch.flush()
             self.settle()
 
+    def wait(self) -> None:
+        """Before the call touches the database: until a batch loading beside it is done."""
+        if self.batch is not None and self.batch.loading:
+            self.batch.wait()
+            self.settle()
+
     def stage(self, waiting: "_Waiting") -> None:
         if waiting.target.source_id is None and waiting.target not in self.batch.segments:
             self.batch.flush()  # a file that staged no line: its source id after those of the files before it
@@ -274,6 +280,8 @@ class _Call:
 
     def settle(self) -> None:
         """Finish the files whose lines have all loaded (their counts are known)."""
+        if self.batch.loading:  # later: the database is the loading thread's meanwhile
+            return
         ready = [w for w in self.waiting if w.target.done and w.target not in self.batch.segments]
         if not ready:
             return
@@ -386,6 +394,8 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
     else:
         if batch is not None and resolved in call.staged_paths:  # named twice: its first time must have loaded
             call.flush()
+        elif batch is not None:
+            call.wait()
         found = con.execute(f"SELECT {', '.join(KNOWN_COLUMNS)} FROM sources WHERE path = ?", [resolved]).fetchone()
         previous = dict(zip(KNOWN_COLUMNS, found)) if found else None
     scan = filescan.scan(path, prefix=previous["bytes_loaded"] if previous else None)
@@ -395,11 +405,15 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
     else:
         if batch is not None and scan.sha256 in call.staged_shas:  # a copy of a file of this call
             call.flush()
+        elif batch is not None and scan.sha256 in call.shas:
+            call.wait()
         same = None if batch is not None and scan.sha256 not in call.shas else con.execute(
             "SELECT source_id, path, format, n_records, n_rejected, coalesce(n_duplicates, 0) "
             "FROM sources WHERE sha256 = ?", [scan.sha256]).fetchone()
     if same:
         reasons = [] if same[1] == resolved else [f"same content as {same[1]}, already loaded"]
+        if call is not None and run is not None:
+            call.wait()
         labels = [] if run is None else _labels_of(con, same[0])
         if labels and run not in labels:
             reasons.append(f"{path}: already loaded as run {', '.join(map(repr, labels))}: --run {run!r} was not "

@@ -17,6 +17,7 @@ transaction itself, saving the copy between connections.
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +61,14 @@ class _Segment:
     offset: int = 0
     cut: bool = False  # the file's last line has no line end
     n_failures: int = 0
+
+
+@dataclass
+class _Job:
+    """What one flush loads: the files' segments, converted lines and conversion failures."""
+    segments: list[_Segment]
+    lines: list[tuple[int, int, str, str]]  # (seg, line_no, line, location)
+    failures: list[tuple[int, int, str, str]]  # (seg, line_no, raw, reason)
 
 
 LINE_SCHEMA = pa.schema([("seg", pa.int32()), ("line_no", pa.int64()), ("line", pa.string()),
@@ -126,10 +135,13 @@ def encoding_rejects_sql(seg: int, offset: int) -> str:
 class Batch:
     """Lines of one file or of many, waiting to be loaded together (``flush``)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, shared: bool = True):
+    def __init__(self, con: duckdb.DuckDBPyConnection, shared: bool = True, apart: bool | None = None):
         self.con = con
         self.shared = shared
+        self.apart = shared if apart is None else apart  # staged outside the transaction
         self._stage: duckdb.DuckDBPyConnection | None = None
+        self._loading: threading.Thread | None = None  # a flush running beside the caller
+        self._failed: BaseException | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -140,10 +152,12 @@ class Batch:
         self.n_bytes = 0
 
     @classmethod
-    def alone(cls, ctx: LoadContext) -> "Batch":
-        """A batch of one file, loaded now in the ingest's transaction: its rejects are left in
-        _rl_rejects (line_no, raw, reason) for the caller to file, as every loader's are."""
-        batch = cls(ctx.con, shared=False)
+    def alone(cls, ctx: LoadContext, apart: bool = False) -> "Batch":
+        """A batch of one file (or a chunk of one), loaded now: its rejects are left in
+        _rl_rejects (line_no, raw, reason) for the caller to file, as every loader's are. Staged
+        in the ingest's transaction, or ``apart`` (the chunks of a large file: memory stays a
+        chunk's)."""
+        batch = cls(ctx.con, shared=False, apart=apart)
         batch.alone_target = Target(source_id=ctx.source_id)
         return batch
 
@@ -185,11 +199,14 @@ class Batch:
 
     def _flush_if_full(self) -> None:
         if self.shared and (self.n_lines >= config.CONVERT_BATCH_RECORDS or self.n_bytes >= config.BATCH_BYTES):
-            self.flush()
+            self.flush(wait=False)
 
     def finish(self) -> LoadResult:
         """Load a batch ``alone`` and say what came of its file."""
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            self.close()
         t = self.alone_target
         return LoadResult(n_records=t.n_records, n_rejected=t.n_rejected, n_duplicates=t.n_duplicates)
 
@@ -198,8 +215,8 @@ class Batch:
     @property
     def stage(self) -> duckdb.DuckDBPyConnection:
         """The connection lines are parsed and checked on: a cursor of the database outside the
-        ingest's transaction (shared), or the transaction itself (alone)."""
-        if not self.shared:
+        ingest's transaction (apart), or the transaction itself."""
+        if not self.apart:
             return self.con
         if self._stage is None:
             self._stage = self.con.cursor()
@@ -208,6 +225,10 @@ class Batch:
         return self._stage
 
     def close(self) -> None:
+        """Let go of the staging connection (after any flush running beside the caller)."""
+        if self._loading is not None:
+            self._loading.join()
+            self._loading = None
         if self._stage is not None:
             self._stage.close()
             self._stage = None
@@ -248,12 +269,47 @@ class Batch:
 
     # --- loading --------------------------------------------------------------------------------------
 
-    def flush(self) -> None:
-        """Parse, check and insert every staged line; add each file's counts to its Target."""
+    def flush(self, wait: bool = True) -> None:
+        """Parse, check and insert every staged line; add each file's counts to its Target.
+        ``wait=False`` (a shared batch that filled up): the load runs in a thread of its own
+        while the caller reads and converts the next files (DuckDB lets go of Python's lock);
+        ``wait()`` before touching the database."""
+        self.wait()
         if not self.segments:
             return
+        job = _Job(list(self.segments.values()), self.lines, self.failures)
+        self._reset()
+        if wait or not self.shared:
+            self._run(job)
+            return
+        self._loading = threading.Thread(target=self._run_beside, args=(job,), name="rolloutlab-batch", daemon=True)
+        self._loading.start()
+
+    def wait(self) -> None:
+        """Until a flush running beside the caller has finished; its error, if any, raised here."""
+        if self._loading is not None:
+            self._loading.join()
+            self._loading = None
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
+
+    @property
+    def loading(self) -> bool:
+        return self._loading is not None
+
+    def _run_beside(self, job: _Job) -> None:
         try:
-            self._load()
+            self._run(job)
+        except BatchFailed as exc:  # raised to the caller at its next wait()
+            self._failed = exc
+        except BaseException as exc:  # not the caller's current file: the call is redone a file at a time
+            self._failed = BatchFailed(f"{type(exc).__name__}: {exc}")
+            self._failed.__cause__ = exc
+
+    def _run(self, job: _Job) -> None:
+        try:
+            self._load(job)
         except (OSError, KeyboardInterrupt, BatchFailed):
             raise
         except Exception as exc:
@@ -261,9 +317,9 @@ class Batch:
                 raise
             raise BatchFailed(f"{type(exc).__name__}: {exc}") from exc
 
-    def _load(self) -> None:
+    def _load(self, job: _Job) -> None:
         con, st = self.con, self.stage
-        segments = list(self.segments.values())
+        segments = job.segments
         self.new_sources([s.target for s in segments])
         seg_rows = [(s.seg, s.target.source_id, s.run, s.step, s.split) for s in segments]
         seg_sql = f"""CREATE OR REPLACE TEMP TABLE {native.SEGS} AS
@@ -274,21 +330,20 @@ class Batch:
             c.execute(seg_sql, seg_params)
         streams: list[str] = []
         try:
-            self._parse(st, segments)
+            self._parse(st, job)
             for sql in native.stage_sql():
                 st.execute(sql)
             self._to_main("_rl_live", native.live_sql())
             native.settle_sql(con)
-            self._rejects(segments)
+            self._rejects(job)
             for sql, values in native.insert_sql():
                 con.execute(sql if values is None else sql.replace(native.SOURCE, self._stream(values, streams)))
-            self._count(segments)
+            self._count(job)
         finally:
             for view in streams:
                 con.unregister(view)
-            if st is not con and self.lines:
+            if st is not con and job.lines:
                 st.unregister("_rl_lines_in")
-            self._reset()
         # tables of the staging side go (freed: it is outside the transaction); those of the
         # transaction are small (DuckDB keeps them until the commit)
         for table in (*native.STAGE_TABLES, "_rl_encoding", "_rl_csv_rejects", "_rl_csv_scans", "_rl_renumber",
@@ -314,13 +369,13 @@ class Batch:
                 SELECT unnest($1), unnest($2), unnest($3), unnest($4), unnest($5), now()::TIMESTAMP,
                        unnest($6)::JSON""", cols)
 
-    def _parse(self, st, segments: list[_Segment]) -> None:
+    def _parse(self, st, job: _Job) -> None:
         """Every staged line into _rl_parsed, numbered per file; undecodable lines into _rl_encoding."""
         st.execute("CREATE OR REPLACE TEMP TABLE _rl_encoding (seg INTEGER, line_no BIGINT, raw VARCHAR, reason VARCHAR)")
         st.execute(native.parse_sql("SELECT NULL::INTEGER AS seg, NULL::BIGINT AS line_no, NULL::VARCHAR AS line "
                                     "WHERE false", create=True))
-        if self.lines:
-            seg, line_no, line, location = map(list, zip(*self.lines))
+        if job.lines:
+            seg, line_no, line, location = map(list, zip(*job.lines))
             table = pa.table([pa.array(seg, pa.int32()), pa.array(line_no, pa.int64()), pa.array(line, pa.string()),
                               pa.array(location, pa.string())], schema=LINE_SCHEMA)
             if st is self.con:
@@ -329,7 +384,7 @@ class Batch:
                 st.register("_rl_lines_in", table)
                 st.execute("CREATE OR REPLACE TEMP VIEW _rl_lines AS SELECT * FROM _rl_lines_in")
             st.execute(native.parse_sql("SELECT seg, line_no, line FROM _rl_lines", create=False))
-        for s in segments:
+        for s in job.segments:
             if s.path is None or s.path.stat().st_size == 0:
                 continue
             for table in ("_rl_csv_rejects", "_rl_csv_scans"):
@@ -354,21 +409,22 @@ class Batch:
                                                                    WHERE seg = {s.seg} AND NOT blank)
                                WHERE seg = {s.seg}""")
 
-    def _raw_lines_sql(self, positions: str) -> str:
+    @staticmethod
+    def _raw_lines_sql(job: _Job, positions: str) -> str:
         """(pos, raw, location) of the lines at ``positions`` (a table of pos): the text of lines
         that did not parse is kept, a converted line's is staged, a native file's was read again."""
-        if not self.lines:
+        if not job.lines:
             return f"""SELECT q.pos, p.bad_line AS raw, NULL::VARCHAR AS location
                        FROM {positions} q LEFT JOIN {native.PARSED} p USING (pos)"""
         return f"""SELECT q.pos, coalesce(p.bad_line, l.line) AS raw, l.location
                    FROM {positions} q LEFT JOIN {native.PARSED} p USING (pos)
                    LEFT JOIN (SELECT {native.POSITION} AS pos, line, location FROM _rl_lines) l USING (pos)"""
 
-    def _reread(self, st, segments: list[_Segment]) -> None:
+    def _reread(self, st, job: _Job) -> None:
         """Raw text of native lines rejected for what they hold (their text was not kept): read again."""
         need = st.execute(f"""SELECT DISTINCT q.seg FROM _rl_reject_pos q JOIN {native.PARSED} p USING (pos)
                               WHERE p.bad_line IS NULL""").fetchall()
-        by_seg = {s.seg: s for s in segments}
+        by_seg = {s.seg: s for s in job.segments}
         for (seg,) in need:
             s = by_seg[seg]
             if s.path is None:
@@ -392,7 +448,7 @@ class Batch:
                              AND {native.PARSED}.pos IN (SELECT pos FROM _rl_reject_pos)""")
             st.execute("DROP TABLE _rl_reread")
 
-    def _rejects(self, segments: list[_Segment]) -> None:
+    def _rejects(self, job: _Job) -> None:
         """_rl_flush_rejects (seg, line_no, raw, reason) of the batch: lines rejected for what they
         hold, for their id or attempt, undecodable lines, and records that could not be converted
         (a converted line's reason starts with where its record is)."""
@@ -404,13 +460,13 @@ class Batch:
             SELECT pos, seg, line_no, reason FROM _rl_rejected
             UNION ALL SELECT e.pos, w.seg, w.line_no, e.reason FROM _rl_extra e JOIN _rl_rows w USING (pos)""")
         st.execute("DROP TABLE IF EXISTS _rl_extra")
-        self._reread(st, segments)
+        self._reread(st, job)
         located = f"""SELECT q.seg, q.line_no, r.raw, coalesce(r.location || ': ', '') || q.reason AS reason
-                      FROM _rl_reject_pos q JOIN ({self._raw_lines_sql('_rl_reject_pos')}) r USING (pos)
+                      FROM _rl_reject_pos q JOIN ({self._raw_lines_sql(job, '_rl_reject_pos')}) r USING (pos)
                       UNION ALL SELECT seg, line_no, raw, reason FROM _rl_encoding"""
         self._to_main("_rl_flush_rejects", located)
-        if self.failures:
-            seg, line_no, raw, reason = map(list, zip(*self.failures))
+        if job.failures:
+            seg, line_no, raw, reason = map(list, zip(*job.failures))
             con.execute("INSERT INTO _rl_flush_rejects SELECT unnest($1), unnest($2), unnest($3), unnest($4)",
                         [seg, line_no, raw, reason])
         if self.shared:
@@ -420,14 +476,14 @@ class Batch:
             con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_REJECTS} (line_no BIGINT, raw VARCHAR, reason VARCHAR)")
             con.execute(f"INSERT INTO {STAGED_REJECTS} SELECT line_no, raw, reason FROM _rl_flush_rejects ORDER BY line_no")
 
-    def _count(self, segments: list[_Segment]) -> None:
+    def _count(self, job: _Job) -> None:
         """Each file's records read, rejected and duplicated in this flush, added to its Target."""
         st = self.stage
         read = dict(st.execute(f"""SELECT seg, count(*) FROM (
             SELECT seg FROM {native.PARSED} WHERE NOT blank UNION ALL SELECT seg FROM _rl_encoding) GROUP BY seg""").fetchall())
         rejected = dict(self.con.execute("SELECT seg, count(*) FROM _rl_flush_rejects GROUP BY seg").fetchall())
         duplicates = dict(self.con.execute("SELECT seg, count(*) FROM _rl_dupes GROUP BY seg").fetchall())
-        for s in segments:
+        for s in job.segments:
             t = s.target
             t.n_records += read.get(s.seg, 0) + s.n_failures
             t.n_rejected += rejected.get(s.seg, 0)

@@ -570,7 +570,9 @@ def load(ctx: LoadContext) -> LoadResult:
     the ingest's shared one (``ctx.batch``), loaded with other files' lines when it is full or the
     call ends; or one of their own, loaded now. A file larger than ``config.NATIVE_CHUNK_BYTES``
     loads a chunk of lines at a time (line numbers, ids, attempts and duplicates continue across
-    chunks), all in the caller's transaction: memory stays that of a chunk however large the file."""
+    chunks), all in the caller's transaction, each chunk parsed and checked apart from it (what a
+    transaction creates it keeps until the commit): memory stays that of a chunk however large
+    the file."""
     from ..batch import Batch
 
     if ctx.batch is not None:
@@ -588,7 +590,7 @@ def load(ctx: LoadContext) -> LoadResult:
     with tempfile.TemporaryDirectory(prefix="rolloutlab-") as tmp, gathered_rejects(ctx.con) as keep:
         for chunk, newlines in line_chunks(ctx.source, tmp, config.NATIVE_CHUNK_BYTES):
             part = replace(ctx, read_path=chunk, line_offset=offset)
-            result = Batch.alone(part).add_file(None, part).finish()
+            result = Batch.alone(part, apart=True).add_file(None, part).finish()
             keep()
             add_result(total, result)
             offset += newlines
