@@ -92,10 +92,13 @@ AUDIT_INJECTION_PATTERNS = [
 # Ingest: longest single JSONL record we accept (a rollout with long transcripts).
 MAX_LINE_BYTES = 64 * 1024 * 1024
 # A native file larger than this loads a chunk of lines at a time, in the same transaction, each
-# chunk parsed and checked outside it, so an ingest's memory is that of a chunk, not of the file:
-# 128 MiB keeps a 566 MB file's peak within 2x DuckDB's own load (0.92-0.97 GB against 1.44-1.52 GB
-# as one piece, for ~15% more time: bench/ingest.py, docs/benchmarks.md).
-NATIVE_CHUNK_BYTES = 128 * 1024 * 1024
+# chunk parsed and checked outside it, so an ingest's memory is that of a chunk, not of the file.
+# Each chunk has a fixed cost; one under ~2 row groups (245,760 lines) parses on one core.
+NATIVE_CHUNK_BYTES = 1024 * 1024 * 1024
+# DuckDB's memory while a large native file's lines are parsed and checked in the transaction
+# (which keeps them until the commit): past it they spill to disk. A 566 MB file then peaks at
+# ~0.95 GB instead of ~1.8 GB (DuckDB's own load of it: ~0.5 GB), no slower (docs/benchmarks.md).
+STAGING_MEMORY_LIMIT = "700MB"
 # Format detection reads the file's first record whole, up to this many bytes (a capture log's
 # first call may carry large arguments); beyond it, pass --format.
 SNIFF_MAX_BYTES = 16 * 1024 * 1024

@@ -16,7 +16,9 @@ transaction itself, saving the copy between connections.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +89,7 @@ def read_lines_sql(parallel: bool) -> str:
             delim = '\x01', quote = '', escape = '', auto_detect = false, strict_mode = false,
             null_padding = false, ignore_errors = true, store_rejects = true,
             rejects_table = '_rl_csv_rejects', rejects_scan = '_rl_csv_scans',
-            max_line_size = {limit}, buffer_size = {limit * 2}, parallel = {str(parallel).lower()})"""
+            max_line_size = {limit}, buffer_size = {limit + (1 << 20)}, parallel = {str(parallel).lower()})"""
 
 
 def file_lines_sql(seg: int, offset: int) -> str:
@@ -139,6 +141,7 @@ class Batch:
         self.con = con
         self.shared = shared
         self.apart = shared if apart is None else apart  # staged outside the transaction
+        self.staging_memory_limit: str | None = None
         self._stage: duckdb.DuckDBPyConnection | None = None
         self._loading: threading.Thread | None = None  # a flush running beside the caller
         self._failed: BaseException | None = None
@@ -318,6 +321,10 @@ class Batch:
             raise BatchFailed(f"{type(exc).__name__}: {exc}") from exc
 
     def _load(self, job: _Job) -> None:
+        with self._staging_memory():
+            self._load_job(job)
+
+    def _load_job(self, job: _Job) -> None:
         con, st = self.con, self.stage
         segments = job.segments
         self.new_sources([s.target for s in segments])
@@ -352,6 +359,22 @@ class Batch:
         st.execute(f"DROP {'TABLE' if st is con else 'VIEW'} IF EXISTS _rl_lines")
         for table in (*native.MAIN_TABLES, "_rl_flush_rejects", "_rl_extra_rejects", native.SEGS):
             con.execute(f"DROP TABLE IF EXISTS {table}")
+
+    @contextlib.contextmanager
+    def _staging_memory(self):
+        """A large file alone stages in the transaction, which keeps what it stages until the
+        commit: it loads under a lower memory limit (config.STAGING_MEMORY_LIMIT; a limit the user
+        set, $ROLLOUTLAB_MEMORY_LIMIT, stays), past which DuckDB spills to disk instead of holding
+        the file whole."""
+        limit = self.staging_memory_limit
+        if limit is None or os.environ.get("ROLLOUTLAB_MEMORY_LIMIT"):
+            yield
+            return
+        self.con.execute("SET memory_limit = ?", [limit])
+        try:
+            yield
+        finally:  # back to the writer's (store.connect); DuckDB shows a limit rounded, never to be set back as shown
+            self.con.execute("SET memory_limit = ?", [config.WRITER_MEMORY_LIMIT])
 
     def new_sources(self, targets: list[Target]) -> None:
         """Source ids for the files loading for the first time, in their order; their sources rows."""

@@ -583,18 +583,29 @@ def load(ctx: LoadContext) -> LoadResult:
         return LoadResult(0, 0, deferred=True)
     if ctx.converted is not None:
         return Batch.alone(ctx).add_converted(None, ctx).finish()
-    if ctx.source.stat().st_size <= config.NATIVE_CHUNK_BYTES:
-        return Batch.alone(ctx).add_file(None, ctx).finish()
+    size = ctx.source.stat().st_size
+    if size <= config.NATIVE_CHUNK_BYTES:
+        return _alone(ctx, apart=False, large=size > config.BATCH_FILE_MAX_BYTES)
     total = LoadResult(0, 0)
     offset = ctx.line_offset
     with tempfile.TemporaryDirectory(prefix="rolloutlab-") as tmp, gathered_rejects(ctx.con) as keep:
         for chunk, newlines in line_chunks(ctx.source, tmp, config.NATIVE_CHUNK_BYTES):
-            part = replace(ctx, read_path=chunk, line_offset=offset)
-            result = Batch.alone(part, apart=True).add_file(None, part).finish()
+            result = _alone(replace(ctx, read_path=chunk, line_offset=offset), apart=True, large=True)
             keep()
             add_result(total, result)
             offset += newlines
     return total
+
+
+def _alone(ctx: LoadContext, apart: bool, large: bool) -> LoadResult:
+    """A file (or a chunk of one) loaded by itself; a large one under config.STAGING_MEMORY_LIMIT
+    (ingest.batch: what the transaction stages spills past it, instead of growing with the file)."""
+    from ..batch import Batch
+
+    batch = Batch.alone(ctx, apart=apart)
+    if large:
+        batch.staging_memory_limit = config.STAGING_MEMORY_LIMIT
+    return batch.add_file(None, ctx).finish()
 
 
 def add_result(total: LoadResult, part: LoadResult) -> None:
