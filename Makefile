@@ -35,7 +35,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/metrics.py
 	$(BIN)/python bench/compare.py
 	$(BIN)/python bench/endpoint.py
-	$(BIN)/python bench/inspect_eval.py
+	$(BIN)/python bench/inspect_eval.py --repeat 2
+	$(BIN)/python bench/inspect_eval.py --large
 	$(BIN)/python bench/live.py
 	$(BIN)/python bench/sweep.py
 	$(BIN)/python bench/many_files.py

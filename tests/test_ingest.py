@@ -518,3 +518,74 @@ def test_a_grown_file_under_another_run_label_says_it_is_split(con, tmp_path):
     assert result.action.tolist() == ["appended"]
     assert "its new lines are run 'B' (--run), its earlier lines run 'A'" in result.reasons[0][0]
     assert "was not applied" not in " ".join(rl.ingest(con, path, run="B").reasons[0])
+
+
+# ---- many files in one pass (issue 39) ----------------------------------------------------------
+
+def _small_files(folder):
+    """Native files that share runs and samples, give attempts or not (colliding across files),
+    repeat ids and whole lines of other files, hold rejects, a copy, a file without its last line
+    end and an empty one; and Inspect logs: what loading files together must keep per file."""
+    import random
+    import shutil
+
+    folder.mkdir()
+    rng = random.Random(39)
+    pool = []
+    for f in range(12):
+        lines = []
+        for i in range(rng.randint(0, 6)):
+            if pool and rng.random() < 0.15:
+                lines.append(rng.choice(pool))  # the same rollout as another file's line
+                continue
+            rec = rollout(rng.choice(["r", "q"]), f"s{rng.randint(0, 2)}", rng.choice([0, 0.5, 1]), ["search"] * (i % 3))
+            rec.pop("attempt", None) if rng.random() < 0.4 else rec.update(attempt=rng.randint(0, 3))
+            if rng.random() < 0.3:
+                rec["rollout_id"] = f"id-{rng.randint(0, 9)}"
+            if rng.random() < 0.1:
+                rec["score"] = "bad"
+            lines.append(json.dumps(rec))
+            pool.append(lines[-1])
+        (folder / f"f{f:02d}.jsonl").write_text("\n".join(lines) + ("\n" if f % 5 else ""))
+    shutil.copy(folder / "f03.jsonl", folder / "zz-copy.jsonl")  # a copy: "unchanged", as the same content
+    shutil.copy(GOOD, folder / "good.jsonl")
+    shutil.copy(BAD, folder / "zbad.jsonl")
+    shutil.copy(FIXTURES / "inspect" / "revenue-zstd.eval", folder / "log.eval")
+    return sorted(folder.iterdir())
+
+
+def same_rows(a, b):
+    """The same rows in every table (sources by their path: ids are the files' order in both)."""
+    for name, sql in {**TABLES, "sources": "SELECT source_id, path, n_records, n_rejected, n_duplicates FROM sources",
+                      "rejects": "SELECT * FROM rejects", "duplicates": "SELECT * FROM duplicates",
+                      "rollouts": "SELECT * FROM rollouts"}.items():
+        assert sorted(map(repr, a.execute(sql).fetchall())) == sorted(map(repr, b.execute(sql).fetchall())), name
+
+
+def test_many_files_load_together_as_they_would_one_at_a_time(tmp_path, monkeypatch):
+    # A folder loads a few thousand records per statement, not one file per statement; line
+    # numbers, rejects, duplicates, ids, attempts (numbered file by file where files share a run
+    # and sample), runs and sources are those of loading each file in a call of its own.
+    from rolloutlab import config
+    from rolloutlab.ingest import batch
+
+    files = _small_files(tmp_path / "logs")
+    loads = []
+    real = batch.Batch._load
+    monkeypatch.setattr(batch.Batch, "_load", lambda self, job: (loads.append(len(job.segments)), real(self, job))[1])
+    together = rl.connect(tmp_path / "together.duckdb")
+    result = rl.ingest(together, tmp_path / "logs")
+    assert len(loads) == 1 and loads[0] > 10  # the files' lines in one load (a copy, or an empty twin, adds none)
+    assert (result.records == result.loaded + result.duplicates + result.rejected).all()
+    one_by_one = rl.connect(tmp_path / "one.duckdb")
+    for path in files:
+        rl.ingest(one_by_one, path)
+    same_rows(together, one_by_one)
+    monkeypatch.setattr(config, "CONVERT_BATCH_RECORDS", 3)  # loads that end inside a file, beside the next
+    small = rl.connect(tmp_path / "small.duckdb")
+    again = rl.ingest(small, tmp_path / "logs")
+    assert len(loads) > 10
+    same_rows(small, one_by_one)
+    assert again.drop(columns="source_id").equals(result.drop(columns="source_id"))
+    for c in (together, one_by_one, small):
+        c.close()

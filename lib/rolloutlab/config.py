@@ -94,11 +94,14 @@ AUDIT_INJECTION_PATTERNS = [
 
 # Ingest: longest single JSONL record we accept (a rollout with long transcripts).
 MAX_LINE_BYTES = 64 * 1024 * 1024
-# A native file larger than this loads a chunk of lines at a time, in the same transaction, so
-# an ingest's memory is that of a chunk, not of the file. Each chunk has a fixed cost and a chunk
-# under ~2 row groups (245,760 lines) parses on one core: 1 GiB keeps peak memory under 2.5 GB
-# (bench/sweep.py) and halves the time of 256 MiB chunks at 200k-1M rollouts.
+# A native file larger than this loads a chunk of lines at a time, in the same transaction, each
+# chunk parsed and checked outside it, so an ingest's memory is that of a chunk, not of the file.
+# Each chunk has a fixed cost; one under ~2 row groups (245,760 lines) parses on one core.
 NATIVE_CHUNK_BYTES = 1024 * 1024 * 1024
+# DuckDB's memory while a large native file's lines are parsed and checked in the transaction
+# (which keeps them until the commit): past it they spill to disk. A 566 MB file then peaks at
+# ~0.95 GB instead of ~1.8 GB (DuckDB's own load of it: ~0.5 GB), no slower (docs/benchmarks.md).
+STAGING_MEMORY_LIMIT = "700MB"
 # Format detection reads the file's first record whole, up to this many bytes (a capture log's
 # first call may carry large arguments); beyond it, pass --format.
 SNIFF_MAX_BYTES = 16 * 1024 * 1024
@@ -112,8 +115,13 @@ ZIP_RATIO_FROM_BYTES = 16 * 1024 * 1024
 # 294246 or a BC date is a broken clock, not a rollout), and non-finite numbers.
 TIMESTAMP_MIN = "1990-01-01"
 TIMESTAMP_MAX = "2100-01-01"
-# Formats mapped record by record (tau-bench, tau2, inspect) load this many records at a time.
+# Formats mapped record by record (tau-bench, tau2, inspect) load this many records at a time;
+# a folder of small files loads their records this many at a time (ingest.batch), or fewer when
+# their lines reach BATCH_BYTES (memory: a batch is held a few times over while it loads).
 CONVERT_BATCH_RECORDS = 5000
+BATCH_BYTES = 128 * 1024 * 1024
+# A native file up to this size joins the batch of a call's many files; a larger one loads alone.
+BATCH_FILE_MAX_BYTES = 16 * 1024 * 1024
 # Readers never block writers (store.SharedReader): a reading handle holds the database file only
 # while it queries, and lets go after this many idle seconds.
 READER_IDLE_S = 0.25

@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -19,6 +20,7 @@ from tqdm.auto import tqdm
 
 from .. import config, lake, store
 from . import filescan, identity
+from .batch import Batch, BatchFailed, Target
 from .context import LoadContext, LoadResult
 from .formats import FORMATS
 from .lines import STAGED_REJECTS
@@ -148,13 +150,18 @@ def ingest(con: duckdb.DuckDBPyConnection, paths: Iterable[str | os.PathLike] | 
     files = expand_paths([p for p in paths if p not in lakes])
     disable = config.progress_disabled() if progress is None else not progress
     broken: dict[Path, str] = {}
+    batching = True
     while True:  # a file that breaks the loader is left out and the call redone without it
         try:
             rows, again = _ingest_all(con, lakes, [f for f in files if f not in broken], format, run, split, step,
-                                      follow, disable)
+                                      follow, disable, batching)
             break
         except _FileBroke as exc:
             broken[exc.path] = exc.reason
+        except BatchFailed:  # a defect showed in a batch of many files: redone a file at a time, to tell which
+            if not batching:
+                raise
+            batching = False
     file_rows = iter(rows[len(rows) - (len(files) - sum(f in broken for f in files)):])
     ordered = rows[:len(rows) - (len(files) - sum(f in broken for f in files))]  # a lake's sources first
     for path in files:
@@ -193,7 +200,8 @@ class _FileBroke(Exception):
         self.path, self.reason = path, reason
 
 
-def _ingest_all(con, lakes: list[Path], files: list[Path], format, run, split, step, follow, disable) -> list[dict]:
+def _ingest_all(con, lakes: list[Path], files: list[Path], format, run, split, step, follow, disable,
+                batching: bool = True) -> tuple[list[dict], list[dict]]:
     rows = []
     with store.transaction(con):
         for folder in lakes:
@@ -201,23 +209,28 @@ def _ingest_all(con, lakes: list[Path], files: list[Path], format, run, split, s
                 rows.extend(lake.read_lake(con, folder))
             except lake.LakeError as exc:
                 raise IngestError(str(exc)) from exc
-        known = _known_sources(con, files)
-        for path in tqdm(files, desc="ingest", unit="file", disable=disable):
-            try:
-                rows.append(_ingest_file(con, path, format, run, split, step, follow, known))
-            except (IngestError, store.StoreError):
-                raise
-            except OSError as exc:
-                if exc.errno == errno.ENOSPC:
-                    raise IngestFailed(f"{path}: {exc}. Nothing was written: the whole ingest was rolled back. "
-                                       "Free disk space (DuckDB spills beside the database), then ingest again.") from exc
-                raise _FileBroke(path, f"{path}: could not be read ({exc}); nothing of it was loaded. Check the file "
-                                       "and its permissions, then ingest it again.") from exc
-            except Exception as exc:  # bad input must never surface as a traceback, nor stop the other files
-                raise _FileBroke(path, (
-                    f"{path}: could not be loaded ({type(exc).__name__}: {str(exc)[:300]}); nothing of it was "
-                    "loaded, the other files were. This is a defect of rolloutlab (bad records should land in "
-                    "rejects): please report it with the file.")) from exc
+        call = _Call(con, files, batching)
+        try:
+            for path in tqdm(files, desc="ingest", unit="file", disable=disable):
+                try:
+                    rows.append(_ingest_file(con, path, format, run, split, step, follow, call.known, call))
+                except (IngestError, store.StoreError, BatchFailed):
+                    raise
+                except OSError as exc:
+                    if exc.errno == errno.ENOSPC:
+                        raise IngestFailed(f"{path}: {exc}. Nothing was written: the whole ingest was rolled back. "
+                                           "Free disk space (DuckDB spills beside the database), then ingest "
+                                           "again.") from exc
+                    raise _FileBroke(path, f"{path}: could not be read ({exc}); nothing of it was loaded. Check the "
+                                           "file and its permissions, then ingest it again.") from exc
+                except Exception as exc:  # bad input must never surface as a traceback, nor stop the other files
+                    raise _FileBroke(path, (
+                        f"{path}: could not be loaded ({type(exc).__name__}: {str(exc)[:300]}); nothing of it was "
+                        "loaded, the other files were. This is a defect of rolloutlab (bad records should land in "
+                        "rejects): please report it with the file.")) from exc
+            call.flush()
+        finally:
+            call.close()
         # formats that assemble rollouts from several files do it once, after all of them
         for name in dict.fromkeys(r["format"] for r in rows if r["action"] in ("loaded", "replaced", "appended")):
             finish = getattr(FORMATS[name], "finish", None)
@@ -234,6 +247,82 @@ def _ingest_all(con, lakes: list[Path], files: list[Path], format, run, split, s
         again = _reread_orphaned(con)
         identity.forget_empty_runs(con)
     return rows, again
+
+
+class _Call:
+    """What one ingest call holds across its files: the batch their lines load in (many small
+    files: a few thousand records per statement), the result rows waiting for it, and what the
+    store knew of the files when the call began."""
+
+    def __init__(self, con, files: list[Path], batching: bool):
+        self.con = con
+        self.known = _known_sources(con, files)
+        self.batch = Batch(con) if batching else None
+        self.waiting: list[_Waiting] = []
+        # content already in the store: a file whose hash is not among them needs no query
+        self.shas = {r[0] for r in con.execute("SELECT sha256 FROM sources").fetchall()} if batching else set()
+        self.staged_paths: set[str] = set()
+        self.staged_shas: set[str] = set()
+
+    def flush(self) -> None:
+        """Load what the batch holds and finish the files that were waiting for it."""
+        if self.batch is not None:
+            self.batch.flush()
+            self.settle()
+
+    def wait(self) -> None:
+        """Before the call touches the database: until a batch loading beside it is done."""
+        if self.batch is not None and self.batch.loading:
+            self.batch.wait()
+            self.settle()
+
+    def stage(self, waiting: "_Waiting") -> None:
+        if waiting.target.source_id is None and waiting.target not in self.batch.segments:
+            self.batch.flush()  # a file that staged no line: its source id after those of the files before it
+        self.waiting.append(waiting)
+        self.staged_paths.add(waiting.resolved)
+        self.staged_shas.add(waiting.scan.sha256)
+        self.shas.add(waiting.scan.sha256)
+        self.settle()
+
+    def settle(self) -> None:
+        """Finish the files whose lines have all loaded (their counts are known)."""
+        if self.batch.loading:  # later: the database is the loading thread's meanwhile
+            return
+        ready = [w for w in self.waiting if w.target.done and w.target not in self.batch.segments]
+        if not ready:
+            return
+        self.waiting = [w for w in self.waiting if w not in ready]
+        try:
+            self.batch.new_sources([w.target for w in ready])  # files that staged no line
+            _finish_waiting(self.con, ready)
+        except (IngestError, store.StoreError):
+            raise
+        except Exception as exc:
+            raise BatchFailed(str(exc)) from exc
+        self.staged_paths -= {w.resolved for w in ready}
+        self.staged_shas -= {w.scan.sha256 for w in ready}
+
+    def close(self) -> None:
+        if self.batch is not None:
+            self.batch.close()
+
+
+@dataclass
+class _Waiting:
+    """A file whose lines are in the batch: its result row is filled when they have loaded."""
+    row: dict
+    target: Target
+    path: Path
+    resolved: str
+    scan: filescan.Scan
+    appendable: bool
+    lines: int
+    end: int
+    follow: bool
+    notes: list[str]  # said before its duplicate notes (an appended file's --run)
+    load_notes: list[str]  # what its loader said
+    action: str
 
 
 def orphaned_sources_sql() -> str:
@@ -313,14 +402,19 @@ def _known_sources(con, files: list[Path]) -> dict[str, dict | None]:
 
 
 def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = False,
-                 known: dict[str, dict | None] | None = None) -> dict:
+                 known: dict[str, dict | None] | None = None, call: _Call | None = None) -> dict:
     resolved = str(path.resolve())
     row = {"path": str(path), "format": format, "source_id": None, "records": 0, "loaded": 0,
            "duplicates": 0, "rejected": 0, "reasons": []}
     notes: list[str] = []
+    batch = call.batch if call is not None else None
     if known is not None and resolved in known:
         previous = known.pop(resolved)
     else:
+        if batch is not None and resolved in call.staged_paths:  # named twice: its first time must have loaded
+            call.flush()
+        elif batch is not None:
+            call.wait()
         found = con.execute(f"SELECT {', '.join(KNOWN_COLUMNS)} FROM sources WHERE path = ?", [resolved]).fetchone()
         previous = dict(zip(KNOWN_COLUMNS, found)) if found else None
     scan = filescan.scan(path, prefix=previous["bytes_loaded"] if previous else None)
@@ -328,10 +422,17 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
         same = (previous["source_id"], resolved, previous["format"], previous["n_records"], previous["n_rejected"],
                 previous["n_duplicates"] or 0)
     else:
-        same = con.execute("SELECT source_id, path, format, n_records, n_rejected, coalesce(n_duplicates, 0) "
-                           "FROM sources WHERE sha256 = ?", [scan.sha256]).fetchone()
+        if batch is not None and scan.sha256 in call.staged_shas:  # a copy of a file of this call
+            call.flush()
+        elif batch is not None and scan.sha256 in call.shas:
+            call.wait()
+        same = None if batch is not None and scan.sha256 not in call.shas else con.execute(
+            "SELECT source_id, path, format, n_records, n_rejected, coalesce(n_duplicates, 0) "
+            "FROM sources WHERE sha256 = ?", [scan.sha256]).fetchone()
     if same:
         reasons = [] if same[1] == resolved else [f"same content as {same[1]}, already loaded"]
+        if call is not None and run is not None:
+            call.wait()
         labels = [] if run is None else _labels_of(con, same[0])
         if labels and run not in labels:
             reasons.append(f"{path}: already loaded as run {', '.join(map(repr, labels))}: --run {run!r} was not "
@@ -357,6 +458,31 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
     lines = (previous["lines_loaded"] if grew else 0) + scan.lines_after_prefix
     if not grew and scan.prefix_sha256 is not None:  # counted after a prefix that did not match
         lines = filescan.count_lines(path, scan.complete_end)
+    if previous is not None and batch is not None:  # what it replaces or extends goes after the files before it
+        call.flush()
+    options = {k: v for k, v in (("run", run), ("split", split), ("step", step)) if v is not None}
+    if not grew:
+        if previous:
+            # a file read again as it was (marked stale by an upgrade): people's labels follow its
+            # lines (loaded alone, below: its lines must be in before the labels move)
+            relabel = previous["sha256"] == store.STALE + scan.sha256
+            if relabel:
+                store.run_sql(con, labelled_lines_sql(), {"sid": previous["source_id"]})
+            for sql in _delete_source_sql():  # its runs, if left empty, go at the end of the call
+                store.run_sql(con, sql, {"sid": previous["source_id"]})
+        action = "replaced" if previous else "loaded"
+        if batch is not None and not relabel and _batches(module, fmt, end, scan):
+            target = Target(run, step, split, new_source=(resolved, fmt, scan.sha256, scan.size,
+                                                          json.dumps(options) if options else None))
+            ctx = LoadContext(con=con, path=path, source_id=0, run=run, split=split, step=step, batch=batch,
+                              target=target)
+            result: LoadResult = module.load(ctx)
+            target.done = True
+            call.stage(_Waiting(row, target, path, resolved, scan, appendable, lines, end, follow, notes,
+                                result.notes, action))
+            return row
+    if batch is not None:  # a file loaded alone: after the files before it
+        call.flush()
     if grew:
         source_id, start, offset = previous["source_id"], previous["bytes_loaded"], previous["lines_loaded"]
         if end <= start and not previous["tail_records"]:
@@ -377,54 +503,92 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
                          f"{', '.join(map(repr, before))}: the file is now split across runs; to keep it one run, "
                          "ingest it with the same --run every time")
     else:
-        if previous:
-            # a file read again as it was (marked stale by an upgrade): people's labels follow its lines
-            relabel = previous["sha256"] == store.STALE + scan.sha256
-            if relabel:
-                store.run_sql(con, labelled_lines_sql(), {"sid": previous["source_id"]})
-            for sql in _delete_source_sql():  # its runs, if left empty, go at the end of the call
-                store.run_sql(con, sql, {"sid": previous["source_id"]})
         source_id = con.execute("SELECT nextval('source_id_seq')").fetchone()[0]
-        options = {k: v for k, v in (("run", run), ("split", split), ("step", step)) if v is not None}
         con.execute("INSERT INTO sources (source_id, path, format, sha256, bytes, ingested_at, options) "
                     "VALUES (?, ?, ?, ?, ?, now()::TIMESTAMP, ?)",
                     [source_id, resolved, fmt, scan.sha256, scan.size, json.dumps(options) if options else None])
         start, offset, base_records, base_rejected = 0, 0, 0, 0
-        action = "replaced" if previous else "loaded"
+    if call is not None:
+        call.shas.add(scan.sha256)
     with tempfile.TemporaryDirectory(prefix="rolloutlab-") as tmp:
         part = None if (start, end) == (0, scan.size) else filescan.copy_range(path, start, end, tmp)
         ctx = LoadContext(con=con, path=path, source_id=source_id, run=run, split=split, step=step,
                           read_path=part, line_offset=offset, file_name=path.name)
-        result: LoadResult = module.load(ctx)
+        result = module.load(ctx)
     con.execute(f"INSERT INTO rejects SELECT $sid, line_no, raw, reason FROM {STAGED_REJECTS}", {"sid": source_id})
     if relabel:
         store.run_sql(con, relabel_sql(), {"sid": source_id})
-    # a last line read without its newline (a finished file): remembered, to be read again if it grows
-    tail_read = appendable and end > scan.complete_end
-    tail_records = int(tail_read and bool(_tail_text(path, scan.complete_end, end).strip()))
-    tail_rejected = int(tail_records and con.execute(
-        "SELECT count(*) FROM rejects WHERE source_id = ? AND line_no > ?", [source_id, lines]).fetchone()[0] > 0)
-    n_records, n_rejected = base_records + result.n_records, base_rejected + result.n_rejected
-    con.execute("""UPDATE sources SET sha256 = ?, bytes = ?, n_records = ?, n_rejected = ?, ingested_at = now()::TIMESTAMP,
-                   bytes_loaded = ?, lines_loaded = ?, prefix_sha256 = ?, tail_records = ?, tail_rejected = ?,
-                   n_duplicates = (SELECT count(*) FROM duplicates d WHERE d.source_id = sources.source_id)
-                   WHERE source_id = ?""",
-                [scan.sha256, scan.size, n_records, n_rejected,
-                 scan.complete_end if appendable else None, lines if appendable else None,
-                 scan.complete_sha256 if appendable else None, tail_records, tail_rejected, source_id])
-    reasons = [f"{path}:{line}: {reason}" for line, reason in con.execute(
-        "SELECT line_no, reason FROM rejects WHERE source_id = ? AND line_no > ? ORDER BY line_no LIMIT ?",
-        [source_id, offset, config.SHOWN_REJECTS]).fetchall()]
-    if follow and appendable and scan.size > end:
-        reasons.append(f"{path}: its last line has no line end yet: held back until it is complete")
-    if result.n_duplicates:
-        notes += duplicate_notes(con, path, source_id, offset)
-    if action in ("loaded", "replaced") and result.n_records == 0:
-        action = "empty"  # nothing in it to load: never called loaded
-    row.update(action=action, source_id=source_id, records=result.n_records,
-               loaded=result.n_records - result.n_rejected - result.n_duplicates, duplicates=result.n_duplicates,
-               rejected=result.n_rejected, reasons=notes + result.notes + reasons)
+    waiting = _Waiting(row, Target(run, step, split, source_id=source_id, n_records=base_records + result.n_records,
+                                   n_rejected=base_rejected + result.n_rejected, n_duplicates=result.n_duplicates),
+                       path, resolved, scan, appendable, lines, end, follow, notes, result.notes, action)
+    _finish_waiting(con, [waiting], offset=offset, new=(result.n_records, result.n_rejected, result.n_duplicates))
     return row
+
+
+def _batches(module, fmt: str, end: int, scan: filescan.Scan) -> bool:
+    """Whether a file's lines join the call's batch: formats that only stage records (BATCHED),
+    read whole (a file followed while written holds its last line back: loaded alone); a native
+    file only while small (a large one loads alone, in the transaction itself: no copy between
+    connections)."""
+    if not getattr(module, "BATCHED", False) or end != scan.size:
+        return False
+    return fmt != "native" or scan.size <= config.BATCH_FILE_MAX_BYTES
+
+
+def _finish_waiting(con, files: list[_Waiting], offset: int = 0, new: tuple[int, int, int] | None = None) -> None:
+    """Fill the result rows (and sources rows) of files whose lines have loaded: their counts,
+    what is remembered of a last line without its line end, the first reject reasons and the
+    duplicate notes. ``new``: the counts of the lines read this time (an appended file's new
+    lines), where they differ from the file's totals in its Target."""
+    for w in files:
+        t = w.target
+        # a last line read without its newline (a finished file): remembered, to be read again if it grows
+        tail_read = w.appendable and w.end > w.scan.complete_end
+        w.tail = (int(tail_read and bool(_tail_text(w.path, w.scan.complete_end, w.end).strip())), 0)
+        if w.tail[0]:
+            w.tail = (1, int(con.execute("SELECT count(*) FROM rejects WHERE source_id = ? AND line_no > ?",
+                                         [t.source_id, w.lines]).fetchone()[0] > 0))
+    a = [w.appendable for w in files]
+    con.execute("""UPDATE sources SET sha256 = u.sha256, bytes = u.bytes, n_records = u.n_records,
+                       n_rejected = u.n_rejected, ingested_at = now()::TIMESTAMP, bytes_loaded = u.bytes_loaded,
+                       lines_loaded = u.lines_loaded, prefix_sha256 = u.prefix_sha256, tail_records = u.tail_records,
+                       tail_rejected = u.tail_rejected,
+                       n_duplicates = (SELECT count(*) FROM duplicates d WHERE d.source_id = sources.source_id)
+                   FROM (SELECT unnest($sid) AS source_id, unnest($sha) AS sha256, unnest($bytes) AS bytes,
+                                unnest($records) AS n_records, unnest($rejected) AS n_rejected,
+                                unnest($bytes_loaded) AS bytes_loaded, unnest($lines_loaded) AS lines_loaded,
+                                unnest($prefix) AS prefix_sha256, unnest($tail_records) AS tail_records,
+                                unnest($tail_rejected) AS tail_rejected) u
+                   WHERE sources.source_id = u.source_id""", {
+        "sid": [w.target.source_id for w in files], "sha": [w.scan.sha256 for w in files],
+        "bytes": [w.scan.size for w in files], "records": [w.target.n_records for w in files],
+        "rejected": [w.target.n_rejected for w in files],
+        "bytes_loaded": [w.scan.complete_end if ok else None for w, ok in zip(files, a)],
+        "lines_loaded": [w.lines if ok else None for w, ok in zip(files, a)],
+        "prefix": [w.scan.complete_sha256 if ok else None for w, ok in zip(files, a)],
+        "tail_records": [w.tail[0] for w in files], "tail_rejected": [w.tail[1] for w in files]})
+    shown: dict[int, list[str]] = {}
+    for source_id, line, reason in con.execute(
+            """SELECT source_id, line_no, reason FROM (
+                   SELECT source_id, line_no, reason, row_number() OVER (PARTITION BY source_id ORDER BY line_no) AS k
+                   FROM rejects WHERE list_contains($sid, source_id) AND line_no > $offset)
+               WHERE k <= $n ORDER BY source_id, line_no""",
+            {"sid": [w.target.source_id for w in files if w.target.n_rejected], "offset": offset,
+             "n": config.SHOWN_REJECTS}).fetchall():
+        shown.setdefault(source_id, []).append((line, reason))
+    for w in files:
+        t = w.target
+        n_records, n_rejected, n_duplicates = new or (t.n_records, t.n_rejected, t.n_duplicates)
+        reasons = [f"{w.path}:{line}: {reason}" for line, reason in shown.get(t.source_id, [])]
+        if w.follow and w.appendable and w.scan.size > w.end:
+            reasons.append(f"{w.path}: its last line has no line end yet: held back until it is complete")
+        notes = w.notes + (duplicate_notes(con, w.path, t.source_id, offset) if n_duplicates else []) + w.load_notes
+        action = w.action
+        if action in ("loaded", "replaced") and n_records == 0:
+            action = "empty"  # nothing in it to load: never called loaded
+        w.row.update(action=action, source_id=t.source_id, records=n_records,
+                     loaded=n_records - n_rejected - n_duplicates, duplicates=n_duplicates, rejected=n_rejected,
+                     reasons=notes + reasons)
 
 
 def labelled_lines_sql() -> str:

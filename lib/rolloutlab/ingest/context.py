@@ -3,8 +3,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
+
+
+@dataclass
+class Converted:
+    """A format's records as native lines: (line number, line, location); and those that could not
+    be converted: (line number, raw, reason with its location)."""
+    lines: list[tuple[int, str, str]]
+    failures: list[tuple[int, str, str]]
 
 
 @dataclass(frozen=True)
@@ -19,9 +28,15 @@ class LoadContext:
     # the ``line_offset`` lines loaded already (``path`` still names the file, for labels)
     read_path: Path | None = None
     line_offset: int = 0
-    # the name of the file the records come from (a converted file's too, where ``path`` is the
-    # native batch written from it): the scope of content ids of records no evaluation names
+    # the name of the file the records come from: the scope of content ids of records that name
+    # no evaluation (empty: ``path``'s)
     file_name: str = ""
+    # many files in one call: the ingest's shared batch (ingest.batch.Batch) and this file's place
+    # in it; the file's lines load with other files' when the batch is full (LoadResult.deferred)
+    batch: Any = None
+    target: Any = None
+    # records a format converted, handed to the native loader
+    converted: Converted | None = None
 
     @property
     def source(self) -> Path:
@@ -35,3 +50,4 @@ class LoadResult:
     n_rejected: int
     notes: list[str] = field(default_factory=list)
     n_duplicates: int = 0  # records that are rollouts already loaded (kept once, never rejected)
+    deferred: bool = False  # the records are in the ingest's batch: counted when it loads (Target)

@@ -1,11 +1,10 @@
 """Load formats that are mapped record by record: each source record becomes a native record.
 
 A format module yields ``Item``s — a native record, or the reason a source record cannot be one —
-with a location users recognize ("simulation 3 (task 13)"). They are written, a batch at a time,
-to a temporary native JSONL file where line k is source record k (blank lines stand for the
-records of earlier batches and for failed conversions), and loaded by the native loader:
-validation, rejects and the typed inserts all run in DuckDB. Conversion failures join the
-rejects with their location.
+with a location users recognize ("simulation 3 (task 13)"). They become native JSONL lines, line k
+for source record k, handed a batch at a time to the native loader (with other files' records
+when the ingest loads many: ingest.batch): validation, rejects and the typed inserts all run in
+DuckDB. Conversion failures join the rejects with their location.
 
 Source records are untrusted: a converter reads every field through ``field`` (which names the
 field and the kind it wanted when the value is of another kind) and runs under ``guarded``, so a
@@ -13,19 +12,19 @@ record it cannot read becomes a reject and never stops the ingest.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import re
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
 from .. import config
 from .formats import native
-from .context import LoadContext, LoadResult
-from .lines import STAGED_REJECTS, add_rejects, gathered_rejects
+from .context import Converted, LoadContext, LoadResult
+from .lines import gathered_rejects
 
 RAW_LIMIT = 2000  # characters of a rejected source record kept in rejects.raw
 PREVIEW = 60  # characters of a bad value quoted in a reason
@@ -133,44 +132,41 @@ class Item:
 def load_items(ctx: LoadContext, items: Iterable[Item], notes: list[str] | None = None,
                batch: int | None = None) -> LoadResult:
     """Load converted records through the native loader, ``batch`` records at a time (memory
-    stays bounded by a batch, not the file), all inside the caller's transaction."""
+    stays bounded by a batch, not the file), all inside the caller's transaction: into the
+    ingest's shared batch (``ctx.batch``: loaded with other files' records, counted when it loads),
+    or now. Line k of the native lines is source record k; a record that could not be converted
+    is a reject at its number, its reason starting with where it is."""
     batch = batch or config.CONVERT_BATCH_RECORDS
     notes = [] if notes is None else notes  # the caller's list: items may add notes as they are read
     con = ctx.con
-    n_records = n_rejected = n_duplicates = 0
+    total = LoadResult(0, 0)
     ordinal = ctx.line_offset
-    with tempfile.TemporaryDirectory(prefix="rolloutlab-") as tmp, gathered_rejects(con) as keep:
-        path = Path(tmp) / f"{ctx.path.stem}.jsonl"
+    with contextlib.ExitStack() as stack:
+        keep = None if ctx.batch is not None else stack.enter_context(gathered_rejects(con))
         iterator = iter(items)
         while True:
             chunk = list(itertools.islice(iterator, batch))
             if not chunk:
                 break
-            failures, locations = [], []
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write("\n" * ordinal)  # blank lines: line k of the file is source record k
-                for item in chunk:
-                    ordinal += 1
-                    if item.skip:
-                        fh.write("\n")
-                        continue
-                    locations.append((ordinal, item.location))
-                    line, reason = _native_line(item)
-                    if line is None:
-                        failures.append((ordinal, raw_text(item.raw), f"{item.location}: {reason}"))
-                        fh.write("\n")
-                    else:
-                        fh.write(line + "\n")
-            result = native.load(replace(ctx, path=path, read_path=None, line_offset=0))
-            _locate_rejects(con, locations, failures)
-            keep()
-            n_records += result.n_records + len(failures)
-            n_rejected += result.n_rejected + len(failures)
-            n_duplicates += result.n_duplicates
-            notes += result.notes
+            lines, failures = [], []
+            for item in chunk:
+                ordinal += 1
+                if item.skip:
+                    continue
+                line, reason = _native_line(item)
+                if line is None:
+                    failures.append((ordinal, raw_text(item.raw), f"{item.location}: {reason}"))
+                else:
+                    lines.append((ordinal, line, item.location))
+            result = native.load(replace(ctx, read_path=None, converted=Converted(lines, failures)))
+            if keep is not None:
+                keep()
+            native.add_result(total, result)
     if ordinal == ctx.line_offset == 0:
         notes.append(f"{ctx.path}: no records in the file: nothing to load")
-    return LoadResult(n_records=n_records, n_rejected=n_rejected, notes=_merged(notes), n_duplicates=n_duplicates)
+    total.notes = _merged(notes + total.notes)
+    total.deferred = ctx.batch is not None
+    return total
 
 
 def _merged(notes: list[str]) -> list[str]:
@@ -192,17 +188,6 @@ def _native_line(item: Item) -> tuple[str | None, str | None]:
 
 def raw_text(value: object) -> str:
     return (value if isinstance(value, str) else dumps(value))[:RAW_LIMIT]
-
-
-def _locate_rejects(con, locations: list[tuple[int, str]], failures: list[tuple[int, str, str]]) -> None:
-    """Prefix the native loader's reasons with the source location; add conversion failures.
-    One statement each, with list parameters: no per-row round trips."""
-    if locations:
-        lines, where = zip(*locations)
-        con.execute(f"""UPDATE {STAGED_REJECTS} SET reason = w.location || ': ' || {STAGED_REJECTS}.reason
-                        FROM (SELECT unnest($lines) AS line_no, unnest($where) AS location) w
-                        WHERE w.line_no = {STAGED_REJECTS}.line_no""", {"lines": list(lines), "where": list(where)})
-    add_rejects(con, failures)
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ class Field:
         """(the leaf is of the wrong kind, the leaf is of the right kind but out of range), as SQL."""
         first = f"left({ref}, 1)"
         lo, hi = self.bounds()
-        number = f"try_cast({ref} AS DOUBLE)"
+        number = f"try_cast({ref}::VARCHAR AS DOUBLE)"
         timestamp = TIMESTAMP.format(text=unquote_sql(ref))
         kind = {
             "string": f"{first} <> '\"' AND {first} NOT IN {NUMBER_START}",
@@ -108,7 +108,7 @@ class Field:
             # 1e400 parses as inf: never a score or a latency
             "number": f"(NOT coalesce(isfinite({number}), false){below})",
             # the column's width: a larger value would abort the whole load
-            "integer": f"(try_cast({ref} AS HUGEINT) IS NULL OR try_cast({ref} AS HUGEINT) NOT BETWEEN {lo} AND {hi})",
+            "integer": f"(try_cast({ref}::VARCHAR AS HUGEINT) IS NULL OR try_cast({ref}::VARCHAR AS HUGEINT) NOT BETWEEN {lo} AND {hi})",
             "timestamp": f"NOT {timestamp_window_sql(timestamp)}",
         }.get(self.kind, "false")
         if self.choices:
@@ -155,8 +155,8 @@ class Field:
             "string": text,
             "text": text,
             "json": ref,
-            "number": f"try_cast({ref} AS DOUBLE)",
-            "integer": f"try_cast({ref} AS BIGINT)",
+            "number": f"try_cast({ref}::VARCHAR AS DOUBLE)",
+            "integer": f"try_cast({ref}::VARCHAR AS BIGINT)",
             "timestamp": TIMESTAMP.format(text=unquote_sql(ref)),
             "object": ref,
             "array": ref,

@@ -1,9 +1,11 @@
 """rolloutlab's own JSONL: one rollout per line (docs/formats.md, schemas/native-rollout.schema.json).
 
-Everything runs in DuckDB. Lines are staged (lines.py) and parsed once into a STRUCT whose leaves
-are JSON text; nested arrays (tool calls, grades, messages) are unnested into their own staging
-tables with typed values and the first problem of each item; every line gets the reason of its
-first problem, or none; the lines without a reason are inserted.
+Everything runs in DuckDB, over a batch of lines of one file or of many (``ingest.batch``): each
+line is parsed once into a STRUCT whose leaves are JSON text (text fields: their text); nested
+arrays (tool calls, grades, messages) are unnested into typed rows with the first problem of each
+item; every line gets the reason of its first problem, or none. These statements run where the
+batch stages its lines (``STAGE``). The lines without a reason then get their rollout id, run and
+attempt against what the store holds, and are inserted (``MAIN``: the ingest's transaction).
 """
 from __future__ import annotations
 
@@ -11,16 +13,16 @@ import tempfile
 from dataclasses import replace
 
 from ... import config, store
-from ...store import run_sql
 from .. import identity
 from ..context import LoadContext, LoadResult
 from ..filescan import line_chunks
-from ..fields import Field, first_problem_sql, lit, required_checks, struct_type, type_checks
-from ..lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, gathered_rejects, stage_lines
+from ..fields import Field, first_problem_sql, lit, required_checks, type_checks
+from ..lines import gathered_rejects
 from ...stop_reasons import stop_reason_sql
 
 FORMAT = "native"
 FORMAT_VERSION = 1
+BATCHED = True  # a small file's lines load with other files' (ingest.batch)
 
 # Top-level leaves (containers are below).
 ROLLOUT_FIELDS = [
@@ -122,26 +124,54 @@ def prefers(record: object) -> bool:
     return bool((set(record) & fields) - CHAT_SHARED) or bool(keys & NATIVE_MESSAGE_KEYS) or "run" in record
 
 
+def leaf_type(f: Field) -> str:
+    """How the parse keeps a leaf: as JSON text (its kind is seen from its first character), or,
+    for a field any value suits (``text``), as the text it loads as (a string's characters, any
+    other value's JSON): nothing to check, and a long message is never quoted and unquoted again."""
+    return "VARCHAR" if f.kind == "text" else "JSON"
+
+
+def leaf_value_sql(f: Field, ref: str) -> str:
+    """The typed value of a parsed leaf."""
+    return ref if leaf_type(f) == "VARCHAR" else f.value_sql(ref)
+
+
+def struct_of(fields: list[Field]) -> str:
+    return "{" + ", ".join(f'"{f.name}": "{leaf_type(f)}"' for f in fields) + "}"
+
+
 def top_structure() -> str:
-    """Every leaf as JSON text, the arrays as lists of structs of leaves: one parse of the line
-    gives the rollout and its tool calls, grades and messages (parsing a line again per array
-    cost about as much as the first parse, and it is the largest cost of a load)."""
-    parts = [f'"{f.name}": "JSON"' for f in ROLLOUT_FIELDS]
-    parts += [f'"{name}": {struct_type(fields)}' for name, fields in OBJECTS.items()]
-    parts += [f'"{name}": [{struct_type(fields)}]' for name, fields in ARRAYS.items()]
+    """Every leaf, the arrays as lists of structs of leaves: one parse of the line gives the
+    rollout and its tool calls, grades and messages (parsing a line again per array cost about as
+    much as the first parse, and it is the largest cost of a load)."""
+    parts = [f'"{f.name}": "{leaf_type(f)}"' for f in ROLLOUT_FIELDS]
+    parts += [f'"{name}": {struct_of(fields)}' for name, fields in OBJECTS.items()]
+    parts += [f'"{name}": [{struct_of(fields)}]' for name, fields in ARRAYS.items()]
     return "{" + ", ".join(parts) + "}"
 
 
-def parse_sql() -> str:
-    """Each line parsed once: whether it is an object, its structure, and a container of the wrong
-    kind (which parses to NULL: looked at closer only where its key appears in the text)."""
-    return f"""
-    CREATE OR REPLACE TEMP TABLE _rl_parsed AS
-    SELECT line_no, is_object, r, CASE WHEN r IS NOT NULL THEN {_container_problem_sql()} END AS container_problem,
-           md5(line) AS line_md5
-    FROM (SELECT line_no, line, left(ltrim(left(line, 256)), 1) = '{{' AS is_object,
-                 try(from_json(line, {lit(top_structure())})) AS r
-          FROM {LINES_TABLE})
+# --- STAGE: where the batch's lines are (ingest.batch) ---------------------------------------------
+
+PARSED = "_rl_parsed"  # (pos, seg, line_no, blank, is_object, r, container_problem, line_md5, bad_line)
+SEGS = "_rl_segs"  # (seg, source_id, run, step, split, scope, cut_line): each file of the batch, with --run ...
+# A line's place in its batch: its file (segment) and line number in one sortable number.
+POSITION = "(seg::BIGINT << 40) + line_no"
+
+
+def parse_sql(lines: str, create: bool) -> str:
+    """Lines ``(seg, line_no, line)`` parsed once: whether each is blank, an object, its
+    structure, a container of the wrong kind (which parses to NULL: looked at closer only where
+    its key appears in the text), the hash of its text, and the text itself where it does not
+    parse (its reject's raw)."""
+    head = f"CREATE OR REPLACE TEMP TABLE {PARSED} AS" if create else f"INSERT INTO {PARSED}"
+    blank = "(line IS NULL OR (strlen(line) <= 64 AND trim(line) = ''))"  # cheap on long lines
+    return f"""{head}
+    SELECT {POSITION} AS pos, seg, line_no, blank, is_object, r,
+           CASE WHEN r IS NOT NULL THEN {_container_problem_sql()} END AS container_problem,
+           CASE WHEN NOT blank THEN md5(line) END AS line_md5, CASE WHEN r IS NULL THEN line END AS bad_line
+    FROM (SELECT seg, line_no, line, {blank} AS blank, left(ltrim(left(line, 256)), 1) = '{{' AS is_object,
+                 CASE WHEN NOT {blank} THEN try(from_json(line, {lit(top_structure())})) END AS r
+          FROM ({lines}))
     """
 
 
@@ -160,7 +190,7 @@ def _container_problem_sql() -> str:
 
 
 def items_sql(name: str, typed: dict[str, str]) -> str:
-    """One array of every record (parsed with the line, parse_sql) as typed rows with the first problem of each item."""
+    """One array of every line (parsed with the line, parse_sql) as typed rows with the first problem of each item."""
     fields = ARRAYS[name]
     where = f"'{name}[' || (idx - 1) || '].'"
     checks = required_checks(fields, "it", where) + type_checks(fields, "it", where)
@@ -170,14 +200,14 @@ def items_sql(name: str, typed: dict[str, str]) -> str:
     values = ", ".join(f"{expr} AS \"{col}\"" for col, expr in typed.items())
     return f"""
     CREATE OR REPLACE TEMP TABLE _rl_{name} AS
-    SELECT line_no, (idx - 1)::INTEGER AS idx, {values}, {first_problem_sql(checks)} AS problem
-    FROM (SELECT line_no, unnest(r."{name}") AS it, generate_subscripts(r."{name}", 1) AS idx
-          FROM _rl_parsed WHERE len(r."{name}") > 0)
+    SELECT pos, (idx - 1)::INTEGER AS idx, {values}, {first_problem_sql(checks)} AS problem
+    FROM (SELECT pos, unnest(r."{name}") AS it, generate_subscripts(r."{name}", 1) AS idx
+          FROM {PARSED} WHERE len(r."{name}") > 0)
     """
 
 
 def _typed(fields: list[Field], prefix: str = "it") -> dict[str, str]:
-    return {f.name: f.value_sql(f'{prefix}."{f.name}"') for f in fields}
+    return {f.name: leaf_value_sql(f, f'{prefix}."{f.name}"') for f in fields}
 
 
 def tool_call_values() -> dict[str, str]:
@@ -193,15 +223,18 @@ def grade_values() -> dict[str, str]:
     return v
 
 
-def rows_sql(has_run_override: bool, staged: Staged) -> str:
-    """One row per record: typed top-level values and its reject reason (NULL when it loads)."""
-    truncated = staged.truncated_sql()
+TRUNCATED = ("'invalid JSON on the last line, which has no line end: the file looks truncated (was the writer "
+             "stopped mid-write?)'")
+
+
+def rows_sql() -> str:
+    """One row per record: typed top-level values and its reject reason (NULL when it loads). What
+    the user gave with the file (--run, --step, --split: ``s``) overrides the record's own."""
     checks = type_checks(ROLLOUT_FIELDS, "r") + type_checks(USAGE_FIELDS, "r.usage", "'usage.'")
-    if not has_run_override:
-        checks.append(("r.run IS NULL", "'missing required field ''run'' (or pass --run LABEL)'"))
+    checks.append(("s.run IS NULL AND r.run IS NULL", "'missing required field ''run'' (or pass --run LABEL)'"))
     checks.append(("r.sample_id IS NULL", "'missing required field ''sample_id'''"))
-    typed = _typed(ROLLOUT_FIELDS, "r")
-    checks.append((f"{typed['ended_at']} < {typed['started_at']}",
+    v = _typed(ROLLOUT_FIELDS, "r")
+    checks.append((f"{v['ended_at']} < {v['started_at']}",
                    "'field ''ended_at'' precedes ''started_at'': the rollout''s clock is wrong'"))
     scoreless = ", ".join(lit(s) for s in SCORELESS_STATUSES)
     checks.append((
@@ -213,27 +246,25 @@ def rows_sql(has_run_override: bool, staged: Staged) -> str:
         checks.append((f"{usage_leaf} IS NOT NULL AND {top_leaf} IS NOT NULL AND "
                        f"{f.value_sql(usage_leaf)} IS DISTINCT FROM {f.value_sql(top_leaf)}",
                        f"'field ''{f.name}'' and ''usage.{f.name}'' differ: give the count once'"))
-    v = _typed(ROLLOUT_FIELDS, "r")
     usage = {name: f"coalesce({value}, {v[name]})" for name, value in _typed(USAGE_FIELDS, "r.usage").items()}
-    has_items = ", ".join(f'coalesce(len(r."{name}") > 0, false) AS "has_{name}"' for name in ARRAYS)
     return f"""
     CREATE OR REPLACE TEMP TABLE _rl_rows AS
-    SELECT line_no,
+    SELECT pos, seg, line_no,
         CASE
-        {truncated}
+        WHEN r IS NULL AND line_no = s.cut_line THEN {TRUNCATED}
         WHEN r IS NULL THEN 'invalid JSON: fix the line or remove it'
         WHEN NOT is_object THEN 'not a JSON object: each line must be one rollout object'
         ELSE coalesce(container_problem, {first_problem_sql(checks)})
         END AS reason,
         {v['rollout_id']} AS id_given,
         -- what the rollout holds, in the run it ends up in (the record's, or --run, --step, --split)
-        md5(concat_ws(chr(31), coalesce($run, {v['run']}, ''), coalesce(coalesce($step, {v['step']})::VARCHAR, ''),
-                      coalesce($split, {v['split']}, ''), line_md5)) AS fingerprint,
-        coalesce($run, {v['run']}) AS label,
-        CASE WHEN $run IS NULL THEN {v['run_meta']}->>'evaluation' END AS evaluation,
-        CASE WHEN $run IS NULL THEN {v['run_meta']}->>'tag' END AS tag,
+        md5(concat_ws(chr(31), coalesce(s.run, {v['run']}, ''), coalesce(coalesce(s.step, {v['step']})::VARCHAR, ''),
+                      coalesce(s.split, {v['split']}, ''), line_md5)) AS fingerprint,
+        coalesce(s.run, {v['run']}) AS label,
+        CASE WHEN s.run IS NULL THEN {v['run_meta']}->>'evaluation' END AS evaluation,
+        CASE WHEN s.run IS NULL THEN {v['run_meta']}->>'tag' END AS tag,
         {v['model']} AS model, {v['checkpoint']} AS checkpoint,
-        coalesce($step, {v['step']}) AS step, coalesce($split, {v['split']}) AS split,
+        coalesce(s.step, {v['step']}) AS step, coalesce(s.split, {v['split']}) AS split,
         {v['sample_id']} AS sample_id, {v['attempt']} AS attempt_given,
         {v['started_at']} AS started_at, {v['ended_at']} AS ended_at,
         coalesce({v['latency_s']}, epoch({v['ended_at']}) - epoch({v['started_at']})) AS latency_s,
@@ -243,36 +274,92 @@ def rows_sql(has_run_override: bool, staged: Staged) -> str:
         {usage['input_tokens']} AS input_tokens, {usage['output_tokens']} AS output_tokens,
         {usage['reasoning_tokens']} AS reasoning_tokens, {usage['cached_input_tokens']} AS cached_input_tokens,
         {v['cost_usd']} AS cost_usd, {v['error']} AS error,
-        {v['prompt']} AS prompt, {v['reference']} AS reference, {v['run_meta']} AS run_meta, {has_items}
-    FROM _rl_parsed
+        {v['prompt']} AS prompt, {v['reference']} AS reference, {v['run_meta']} AS run_meta
+    FROM {PARSED} JOIN {SEGS} s USING (seg)
+    WHERE NOT blank
     """
 
 
 def rejected_lines_sql() -> str:
-    """Lines that do not load: their own problem, the first problem of their items (arrays in
-    field order), or a rollout id that endpoint events already use (events never merge with a
-    rollout of another format)."""
+    """Lines that do not load, by what they hold: their own problem, else the first problem of
+    their items (arrays in field order)."""
     item_problems = " UNION ALL ".join(
-        f"SELECT line_no, {i} AS arr, idx, problem FROM _rl_{name} WHERE problem IS NOT NULL"
+        f"SELECT pos, {i} AS arr, idx, problem FROM _rl_{name} WHERE problem IS NOT NULL"
         for i, name in enumerate(ARRAYS))
     return f"""
     CREATE OR REPLACE TEMP TABLE _rl_rejected AS
     WITH item_problem AS (
-        SELECT line_no, arg_min(problem, (arr, idx)) AS problem FROM ({item_problems}) GROUP BY line_no),
-    own AS (
-        SELECT line_no, coalesce(w.reason, p.problem) AS reason
-        FROM _rl_rows w LEFT JOIN item_problem p USING (line_no))
-    SELECT line_no, reason FROM own WHERE reason IS NOT NULL
-    UNION ALL
-    SELECT w.line_no, 'rollout_id ''' || w.id_given || ''' is already logged as endpoint events in ' || s.path
+        SELECT pos, arg_min(problem, (arr, idx)) AS problem FROM ({item_problems}) GROUP BY pos)
+    SELECT w.pos, w.seg, w.line_no, coalesce(w.reason, p.problem) AS reason
+    FROM _rl_rows w LEFT JOIN item_problem p USING (pos)
+    WHERE coalesce(w.reason, p.problem) IS NOT NULL
+    """
+
+
+LIVE_COLUMNS = ("pos, seg, line_no, id_given, fingerprint, label, evaluation, tag, model, checkpoint, run_meta, "
+                "step, split, sample_id, attempt_given")
+
+
+def live_sql() -> str:
+    """What the ingest needs of each line that passed its checks to give it an id, a run and an
+    attempt (a few small columns: the lines' values stay where they were parsed)."""
+    return f"SELECT {LIVE_COLUMNS} FROM _rl_rows WHERE pos NOT IN (SELECT pos FROM _rl_rejected)"
+
+
+def rollout_values_sql() -> str:
+    """The typed values of every rollout that passed its checks (joined in MAIN with its id)."""
+    return """
+    WITH calls AS (
+        SELECT pos, count(*) AS n_calls, count(DISTINCT coalesce(turn, idx)) AS n_turns
+        FROM _rl_tool_calls GROUP BY pos),
+    graded AS (
+        SELECT pos, sum(score * weight) / nullif(sum(weight) FILTER (WHERE score IS NOT NULL), 0) AS weighted,
+               bool_or(score IS NULL) AS grader_failed
+        FROM _rl_grades GROUP BY pos)
+    SELECT w.pos, w.started_at, w.ended_at, w.latency_s,
+        coalesce(w.status_given, CASE WHEN g.grader_failed THEN 'infra_error' ELSE 'ok' END) AS status,
+        w.stop_reason, w.final_answer, coalesce(w.score_given, g.weighted) AS score,
+        coalesce(c.n_turns, 0) AS n_turns, coalesce(c.n_calls, 0) AS n_calls,
+        w.input_tokens, w.output_tokens, w.reasoning_tokens, w.cost_usd, w.error, w.stop_reason_raw,
+        w.cached_input_tokens
+    FROM _rl_rows w LEFT JOIN calls c USING (pos) LEFT JOIN graded g USING (pos)
+    WHERE w.reason IS NULL
+    """
+
+
+def sample_text_sql() -> str:
+    return "SELECT pos, prompt, reference FROM _rl_rows WHERE reason IS NULL AND (prompt IS NOT NULL OR reference IS NOT NULL)"
+
+
+def item_values_sql(name: str) -> str:
+    return f"SELECT * EXCLUDE (problem) FROM _rl_{name}"
+
+
+STAGE_TABLES = (PARSED, "_rl_rows", "_rl_tool_calls", "_rl_grades", "_rl_messages", "_rl_rejected")
+
+
+def stage_sql() -> list[str]:
+    """Statements that check every line staged in _rl_parsed."""
+    return [rows_sql(), items_sql("tool_calls", tool_call_values()), items_sql("grades", grade_values()),
+            items_sql("messages", _typed(MESSAGE_FIELDS)), rejected_lines_sql()]
+
+
+# --- MAIN: the ingest's transaction, with the store -------------------------------------------------
+# _rl_live (LIVE_COLUMNS) holds the lines that passed their checks; _rl_segs maps their seg to a source.
+
+def clashes_sql() -> str:
+    """Lines whose rollout id endpoint events already use (events never merge with a rollout of
+    another format): rejects."""
+    return """
+    CREATE OR REPLACE TEMP TABLE _rl_clashes AS
+    SELECT w.pos, 'rollout_id ''' || w.id_given || ''' is already logged as endpoint events in ' || s.path
            || ' line ' || ev.first_event || ': a rollout loads from one format (give this file''s rollouts ids '
            || 'of their own, or leave rollout_id out)' AS reason
-    FROM _rl_rows w
+    FROM _rl_live w
     JOIN (SELECT rollout_id, min(source_id) AS source_id, arg_min(line_no, (source_id, line_no)) AS first_event
-          FROM endpoint_events WHERE rollout_id IN (SELECT id_given FROM _rl_rows) GROUP BY rollout_id) ev
+          FROM endpoint_events WHERE rollout_id IN (SELECT id_given FROM _rl_live) GROUP BY rollout_id) ev
          ON ev.rollout_id = w.id_given
     JOIN sources s ON s.source_id = ev.source_id
-    WHERE w.line_no NOT IN (SELECT line_no FROM own WHERE reason IS NOT NULL)
     """
 
 
@@ -286,52 +373,56 @@ UNIQUE_ID = ("(regexp_matches({x}, '^[0-9a-f]{{8}}-[0-9a-f]{{4}}-[0-9a-f]{{4}}-[
 def ids_sql() -> str:
     """Every line that loads gets its rollout id. Without a producer's id: ``rl-`` and 20 hex of
     what it holds, scoped by its evaluation where the record names one, else by its file's name
-    ($scope): the same rollout gets the same id from a twin or a copy of its file, and identical
-    records of two files that name no evaluation (a deterministic agent run twice) stay two.
-    Identical lines of one file are different rollouts: the k-th copy gets ``.k``, counted across
-    the file's earlier chunks and the lines loaded before it grew. A producer's id is kept — unless
-    it is not globally unique (``UNIQUE_ID``) and already holds other content (in the store or
-    earlier in this load): ids a producer reuses across steps, runs or files never merge two
-    rollouts; the later one is ``<id>~<8 hex of what it holds>``."""
+    (the segment's ``scope``): the same rollout gets the same id from a twin or a copy of its file,
+    and identical records of two files that name no evaluation (a deterministic agent run twice)
+    stay two. Identical lines of one file are different rollouts: the k-th copy gets ``.k``,
+    counted across the file's earlier chunks and batches and the lines loaded before it grew. A
+    producer's id is kept — unless it is not globally unique (``UNIQUE_ID``) and already holds
+    other content (in the store, or on an earlier line of the batch): ids a producer reuses across
+    steps, runs or files never merge two rollouts; the later one is ``<id>~<8 hex of what it
+    holds>``."""
     unique = UNIQUE_ID.format(x="l.id_given")
     return f"""
     CREATE OR REPLACE TEMP TABLE _rl_ids AS
-    WITH live AS (SELECT line_no, id_given, fingerprint, evaluation IS NOT NULL AS scoped FROM _rl_rows
-                  WHERE line_no NOT IN (SELECT line_no FROM _rl_rejected)),
+    WITH live AS (SELECT w.pos, w.seg, w.line_no, s.source_id, s.scope, w.id_given, w.fingerprint,
+                         w.evaluation IS NOT NULL AS scoped
+                  FROM _rl_live w JOIN {SEGS} s USING (seg) WHERE w.pos NOT IN (SELECT pos FROM _rl_clashes)),
     earlier AS (
-        SELECT fingerprint, count(*) AS n FROM (
-            SELECT fingerprint FROM rollouts WHERE source_id = $source_id
-            UNION ALL SELECT fingerprint FROM duplicates WHERE source_id = $source_id)
-        WHERE fingerprint IN (SELECT fingerprint FROM live) GROUP BY fingerprint),
-    nth AS (SELECT l.*, coalesce(e.n, 0) + row_number() OVER (PARTITION BY l.fingerprint ORDER BY l.line_no) - 1 AS k,
-                   first_value(l.fingerprint) OVER (PARTITION BY l.id_given ORDER BY l.line_no) AS first_with_id
-            FROM live l LEFT JOIN earlier e USING (fingerprint)),
+        SELECT source_id, fingerprint, count(*) AS n FROM (
+            SELECT source_id, fingerprint FROM rollouts WHERE source_id IN (SELECT source_id FROM {SEGS})
+            UNION ALL SELECT source_id, fingerprint FROM duplicates WHERE source_id IN (SELECT source_id FROM {SEGS}))
+        WHERE fingerprint IN (SELECT fingerprint FROM live) GROUP BY ALL),
+    nth AS (SELECT l.*, coalesce(e.n, 0)
+                        + row_number() OVER (PARTITION BY l.source_id, l.fingerprint ORDER BY l.pos) - 1 AS k,
+                   first_value(l.fingerprint) OVER (PARTITION BY l.id_given ORDER BY l.pos) AS first_with_id
+            FROM live l LEFT JOIN earlier e USING (source_id, fingerprint)),
     reused AS (  -- a producer's id that is not unique, already holding other content
-        SELECT l.line_no, NOT {unique} AND (o.fingerprint IS DISTINCT FROM l.fingerprint AND o.rollout_id IS NOT NULL
-                                           OR l.first_with_id <> l.fingerprint) AS reused
+        SELECT l.pos, NOT {unique} AND (o.fingerprint IS DISTINCT FROM l.fingerprint AND o.rollout_id IS NOT NULL
+                                        OR l.first_with_id <> l.fingerprint) AS reused
         FROM nth l LEFT JOIN rollouts o ON o.rollout_id = l.id_given WHERE l.id_given IS NOT NULL)
-    SELECT n.line_no, n.fingerprint,
+    SELECT n.pos, n.seg, n.line_no, n.fingerprint,
            CASE WHEN n.id_given IS NULL
-                THEN 'rl-' || left(md5(CASE WHEN n.scoped THEN '' ELSE $scope END || chr(31) || n.fingerprint), 20)
+                THEN 'rl-' || left(md5(CASE WHEN n.scoped THEN '' ELSE n.scope END || chr(31) || n.fingerprint), 20)
                      || CASE WHEN n.k > 0 THEN '.' || n.k ELSE '' END
                 WHEN coalesce(u.reused, false) THEN n.id_given || '~' || left(n.fingerprint, 8)
                 ELSE n.id_given END AS rollout_id
-    FROM nth n LEFT JOIN reused u USING (line_no)
+    FROM nth n LEFT JOIN reused u USING (pos)
     """
 
 
 def duplicates_sql() -> str:
     """Lines that are rollouts already loaded — from another file, a twin of this one, or an
-    earlier line of this file with the same id — with whether they hold the same (a unique id
-    seen again with other content is a rescored copy: the rollout loaded first is kept)."""
+    earlier line (of this file or of a file before it in the batch) with the same id — and
+    whether they hold the same as the rollout loaded first (a unique id seen again with other
+    content is a rescored copy: the rollout loaded first is kept)."""
     return """
     CREATE OR REPLACE TEMP TABLE _rl_dupes AS
-    SELECT i.line_no, i.rollout_id, i.fingerprint,
+    SELECT i.pos, i.seg, i.line_no, i.rollout_id, i.fingerprint,
            coalesce(o.fingerprint, i.first_fingerprint) = i.fingerprint AS same_content
-    FROM (SELECT *, first_value(line_no) OVER w AS first_line, first_value(fingerprint) OVER w AS first_fingerprint
-          FROM _rl_ids WINDOW w AS (PARTITION BY rollout_id ORDER BY line_no)) i
+    FROM (SELECT *, first_value(pos) OVER w AS first_pos, first_value(fingerprint) OVER w AS first_fingerprint
+          FROM _rl_ids WINDOW w AS (PARTITION BY rollout_id ORDER BY pos)) i
     LEFT JOIN rollouts o USING (rollout_id)
-    WHERE o.rollout_id IS NOT NULL OR i.first_line < i.line_no
+    WHERE o.rollout_id IS NOT NULL OR i.first_pos < i.pos
     """
 
 
@@ -339,10 +430,11 @@ def keys_sql() -> str:
     """The run keys of the lines that load (``ingest.identity`` names their runs)."""
     return f"""
     INSERT INTO {identity.KEYS_IN}
-    SELECT label, evaluation, step, split, any_value(tag), any_value(model), any_value(checkpoint), any_value(run_meta),
-           $source_id
-    FROM _rl_rows WHERE line_no IN (SELECT line_no FROM _rl_ids) AND line_no NOT IN (SELECT line_no FROM _rl_dupes)
-    GROUP BY label, evaluation, step, split
+    SELECT w.label, w.evaluation, w.step, w.split, any_value(w.tag), any_value(w.model), any_value(w.checkpoint),
+           any_value(w.run_meta), min(s.source_id)
+    FROM _rl_live w JOIN {SEGS} s USING (seg)
+    WHERE w.pos IN (SELECT pos FROM _rl_ids) AND w.pos NOT IN (SELECT pos FROM _rl_dupes)
+    GROUP BY w.label, w.evaluation, w.step, w.split
     """
 
 
@@ -350,49 +442,77 @@ def ok_sql() -> str:
     """The lines that load, with their rollout id and run."""
     return f"""
     CREATE OR REPLACE TEMP TABLE _rl_ok AS
-    SELECT w.*, i.rollout_id, m.run_id
-    FROM _rl_rows w JOIN _rl_ids i USING (line_no)
+    SELECT w.pos, w.seg, w.line_no, w.sample_id, w.split, w.attempt_given, i.fingerprint, i.rollout_id, m.run_id
+    FROM _rl_live w JOIN _rl_ids i USING (pos)
     JOIN {identity.RUN_MAP} m ON m.label = w.label AND m.evaluation IS NOT DISTINCT FROM w.evaluation
          AND m.step IS NOT DISTINCT FROM w.step AND m.split IS NOT DISTINCT FROM w.split
-    WHERE w.line_no NOT IN (SELECT line_no FROM _rl_dupes)
+    WHERE w.pos NOT IN (SELECT pos FROM _rl_dupes)
     """
 
 
-def attempts_sql() -> str:
-    """The attempt of every rollout that loads. A producer's number is kept unless the run holds
-    it already for that sample (from another file, an earlier line, or an earlier chunk): then —
-    and for lines that give none — the rollout takes the next free attempts of its (run, sample),
-    in line order. Two different rollouts are never one because their numbers collide; the
-    producer's number stays in ``attempt_raw``."""
+def spanning_sql() -> str:
+    """(run, sample) groups that lines of several files of the batch hold: numbered one file at a
+    time, as if the files had been loaded one after the other."""
+    return """CREATE OR REPLACE TEMP TABLE _rl_spanning AS
+        SELECT run_id, sample_id FROM _rl_ok WHERE sample_id IS NOT NULL
+        GROUP BY run_id, sample_id HAVING count(DISTINCT seg) > 1"""
+
+
+def attempts_sql(rows: str) -> str:
+    """The attempt of every rollout of ``rows`` (a selection of _rl_ok). A producer's number is
+    kept unless the run holds it already for that sample (from another file, an earlier line, an
+    earlier chunk or batch, or rows numbered before in this batch): then — and for lines that give
+    none — the rollout takes the next free attempts of its (run, sample), in line order. Two
+    different rollouts are never one because their numbers collide; the producer's number stays in
+    ``attempt_raw``."""
     same = "o.run_id = l.run_id AND o.sample_id = l.sample_id AND o.attempt = l.attempt_given"
     return f"""
-    CREATE OR REPLACE TEMP TABLE _rl_attempts AS
-    WITH taken AS (
+    INSERT INTO _rl_attempts
+    WITH mine AS (SELECT * FROM _rl_ok WHERE {rows}),
+    taken AS (
         SELECT run_id, sample_id, attempt FROM rollouts
-        WHERE run_id IN (SELECT DISTINCT run_id FROM _rl_ok) AND sample_id IS NOT NULL),
+        WHERE run_id IN (SELECT DISTINCT run_id FROM mine) AND sample_id IS NOT NULL
+        UNION ALL
+        SELECT o.run_id, o.sample_id, a.attempt FROM _rl_attempts a JOIN _rl_ok o USING (pos)
+        WHERE a.reason IS NULL AND o.run_id IN (SELECT DISTINCT run_id FROM mine)),
     given AS (
-        SELECT l.line_no, l.run_id, l.sample_id, l.attempt_given,
+        SELECT l.pos, l.run_id, l.sample_id, l.attempt_given,
                coalesce(l.attempt_given IS NOT NULL AND NOT EXISTS (SELECT 1 FROM taken o WHERE {same})
                         AND row_number() OVER (PARTITION BY l.run_id, l.sample_id, l.attempt_given
-                                               ORDER BY l.line_no) = 1, false) AS keeps
-        FROM _rl_ok l),
+                                               ORDER BY l.pos) = 1, false) AS keeps
+        FROM mine l),
     top AS (
         SELECT run_id, sample_id, max(a) + 1 AS base FROM (
             SELECT run_id, sample_id, attempt AS a FROM taken
             UNION ALL SELECT run_id, sample_id, attempt_given FROM given WHERE keeps)
         GROUP BY run_id, sample_id),
     numbered AS (
-        SELECT g.line_no, g.attempt_given::HUGEINT AS attempt FROM given g WHERE keeps
+        SELECT g.pos, g.attempt_given::HUGEINT AS attempt FROM given g WHERE keeps
         UNION ALL
-        SELECT g.line_no, coalesce(t.base, 0)::HUGEINT
-               + row_number() OVER (PARTITION BY g.run_id, g.sample_id ORDER BY g.line_no) - 1
+        SELECT g.pos, coalesce(t.base, 0)::HUGEINT
+               + row_number() OVER (PARTITION BY g.run_id, g.sample_id ORDER BY g.pos) - 1
         FROM given g LEFT JOIN top t USING (run_id, sample_id) WHERE NOT keeps)
-    SELECT n.line_no, least(n.attempt, 2147483647)::INTEGER AS attempt,
+    SELECT n.pos, least(n.attempt, 2147483647)::INTEGER AS attempt,
         CASE WHEN n.attempt > 2147483647
              THEN 'attempt ' || n.attempt || ' of sample ''' || l.sample_id || ''' (numbered after the run''s '
                   || 'attempts) is too large for its column: give the line its attempt' END AS reason
-    FROM numbered n JOIN _rl_ok l USING (line_no)
+    FROM numbered n JOIN mine l USING (pos)
     """
+
+
+def assign_attempts(con) -> None:
+    """_rl_attempts for every line of _rl_ok: in one statement, unless a (run, sample) is held by
+    lines of several files of the batch — those are numbered file by file, in the batch's order,
+    so the numbers are those the files would get loaded one at a time."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _rl_attempts (pos BIGINT, attempt INTEGER, reason VARCHAR)")
+    con.execute(spanning_sql())
+    segs = [r[0] for r in con.execute(
+        "SELECT DISTINCT seg FROM _rl_ok JOIN _rl_spanning USING (run_id, sample_id) ORDER BY seg").fetchall()]
+    spanning = "(run_id, sample_id) IN (SELECT (run_id, sample_id) FROM _rl_spanning)"
+    con.execute(attempts_sql(f"NOT coalesce({spanning}, false)" if segs else "true"))
+    for seg in segs:
+        con.execute(attempts_sql(f"seg = {int(seg)} AND {spanning}"))
+    con.execute("DROP TABLE _rl_spanning")
 
 
 ROLLOUT_COLUMNS = ("rollout_id, run_id, sample_id, attempt, started_at, ended_at, latency_s, status, stop_reason, "
@@ -400,70 +520,115 @@ ROLLOUT_COLUMNS = ("rollout_id, run_id, sample_id, attempt, started_at, ended_at
                    "error, source_id, source_line, stop_reason_raw, cached_input_tokens, attempt_raw, fingerprint")
 
 
-def insert_sql() -> list[str]:
-    """Statements filling the canonical tables from the lines that load."""
-    ok = "(SELECT * FROM _rl_ok WHERE line_no NOT IN (SELECT line_no FROM _rl_rejected))"
+def final_sql() -> str:
+    """The lines that load, with everything the inserts need of the store's side."""
+    return f"""
+    CREATE OR REPLACE TEMP TABLE _rl_final AS
+    SELECT o.*, a.attempt, s.source_id FROM _rl_ok o JOIN _rl_attempts a USING (pos) JOIN {SEGS} s USING (seg)
+    WHERE a.reason IS NULL
+    """
+
+
+SOURCE = "$SOURCE"  # where an insert reads its values from the staging side
+
+
+def insert_sql() -> list[tuple[str, str | None]]:
+    """Statements filling the canonical tables from the lines that load, each with the query of
+    the staging side it reads (where SOURCE stands), if any."""
     return [
-        f"""CREATE OR REPLACE TEMP TABLE _rl_ok AS SELECT * FROM {ok}""",
-        f"""INSERT INTO rollouts ({ROLLOUT_COLUMNS})
-        WITH calls AS (
-            SELECT line_no, count(*) AS n_calls, count(DISTINCT coalesce(turn, idx)) AS n_turns
-            FROM _rl_tool_calls GROUP BY line_no),
-        graded AS (
-            SELECT line_no, sum(score * weight) / nullif(sum(weight) FILTER (WHERE score IS NOT NULL), 0) AS weighted,
-                   bool_or(score IS NULL) AS grader_failed
-            FROM _rl_grades GROUP BY line_no)
-        SELECT w.rollout_id, w.run_id, w.sample_id, a.attempt, w.started_at, w.ended_at, w.latency_s,
-            coalesce(w.status_given, CASE WHEN g.grader_failed THEN 'infra_error' ELSE 'ok' END),
-            w.stop_reason, w.final_answer,
-            coalesce(w.score_given, g.weighted), coalesce(c.n_turns, 0), coalesce(c.n_calls, 0),
-            w.input_tokens, w.output_tokens, w.reasoning_tokens, w.cost_usd, w.error,
-            $source_id, w.line_no, w.stop_reason_raw, w.cached_input_tokens, w.attempt_given, w.fingerprint
-        FROM _rl_ok w JOIN _rl_attempts a USING (line_no) LEFT JOIN calls c USING (line_no)
-        LEFT JOIN graded g USING (line_no)""",
-        """INSERT INTO tool_calls
-        SELECT w.rollout_id, t.idx, coalesce(t.turn, t.idx), t.tool, t.arguments, t.started_at, t.ended_at,
+        (f"""INSERT INTO rollouts ({ROLLOUT_COLUMNS})
+        SELECT f.rollout_id, f.run_id, f.sample_id, f.attempt, v.started_at, v.ended_at, v.latency_s, v.status,
+            v.stop_reason, v.final_answer, v.score, v.n_turns, v.n_calls, v.input_tokens, v.output_tokens,
+            v.reasoning_tokens, v.cost_usd, v.error, f.source_id, f.line_no, v.stop_reason_raw,
+            v.cached_input_tokens, f.attempt_given, f.fingerprint
+        FROM {SOURCE} v JOIN _rl_final f USING (pos)""", rollout_values_sql()),
+        (f"""INSERT INTO tool_calls
+        SELECT f.rollout_id, t.idx, coalesce(t.turn, t.idx), t.tool, t.arguments, t.started_at, t.ended_at,
                t.latency_s, t.status, t.error, t.output_chars
-        FROM _rl_tool_calls t JOIN _rl_ok w USING (line_no)""",
-        """INSERT INTO grades
-        SELECT w.rollout_id, t.grader, t.score, t.weight, t.passed, t.details, t.error, t.latency_s
-        FROM _rl_grades t JOIN _rl_ok w USING (line_no)""",
-        """INSERT INTO messages
-        SELECT w.rollout_id, t.idx, t.role, t.content, t.turn, t.ts
-        FROM _rl_messages t JOIN _rl_ok w USING (line_no)""",
-        """INSERT INTO samples
-        SELECT sample_id, split, any_value(prompt), any_value(reference), NULL, $source_id
-        FROM _rl_ok o WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.sample_id = o.sample_id
-                                        AND s.split IS NOT DISTINCT FROM o.split)
-        GROUP BY sample_id, split""",
+        FROM {SOURCE} t JOIN _rl_final f USING (pos)""", item_values_sql("tool_calls")),
+        (f"""INSERT INTO grades
+        SELECT f.rollout_id, t.grader, t.score, t.weight, t.passed, t.details, t.error, t.latency_s
+        FROM {SOURCE} t JOIN _rl_final f USING (pos)""", item_values_sql("grades")),
+        (f"""INSERT INTO messages
+        SELECT f.rollout_id, t.idx, t.role, t.content, t.turn, t.ts
+        FROM {SOURCE} t JOIN _rl_final f USING (pos)""", item_values_sql("messages")),
+        # a sample is the first file's that names it (its prompt: the first given)
+        (f"""INSERT INTO samples
+        SELECT f.sample_id, f.split, arg_min(v.prompt, f.pos) FILTER (WHERE v.prompt IS NOT NULL),
+               arg_min(v.reference, f.pos) FILTER (WHERE v.reference IS NOT NULL), NULL, min(f.source_id)
+        FROM _rl_final f LEFT JOIN {SOURCE} v USING (pos)
+        WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.sample_id = f.sample_id
+                                                 AND s.split IS NOT DISTINCT FROM f.split)
+        GROUP BY f.sample_id, f.split""", sample_text_sql()),
         # every file that names a sample provides it, not only the first (store.SAMPLE_SOURCES_DDL)
-        """INSERT INTO sample_sources
-        SELECT DISTINCT sample_id, split, $source_id FROM _rl_ok o
-        WHERE NOT EXISTS (SELECT 1 FROM sample_sources l WHERE l.sample_id = o.sample_id
-                          AND l.split IS NOT DISTINCT FROM o.split AND l.source_id = $source_id)""",
-        "INSERT INTO duplicates SELECT $source_id, line_no, rollout_id, fingerprint, same_content FROM _rl_dupes",
+        ("""INSERT INTO sample_sources
+        SELECT DISTINCT sample_id, split, source_id FROM _rl_final f
+        WHERE NOT EXISTS (SELECT 1 FROM sample_sources l WHERE l.sample_id = f.sample_id
+                          AND l.split IS NOT DISTINCT FROM f.split AND l.source_id = f.source_id)""", None),
+        (f"""INSERT INTO duplicates SELECT s.source_id, d.line_no, d.rollout_id, d.fingerprint, d.same_content
+            FROM _rl_dupes d JOIN {SEGS} s USING (seg)""", None),
     ]
 
 
-STAGING = ("_rl_tool_calls", "_rl_grades", "_rl_messages", "_rl_rows", "_rl_rejected", "_rl_ids", "_rl_dupes",
-           "_rl_attempts", "_rl_ok", "_rl_parsed", identity.KEYS_IN, identity.RUN_MAP)
+MAIN_TABLES = ("_rl_live", "_rl_clashes", "_rl_ids", "_rl_dupes", "_rl_ok", "_rl_attempts", "_rl_final",
+               identity.KEYS_IN, identity.RUN_MAP)
+
+
+def settle_sql(con) -> None:
+    """Give the checked lines (_rl_live) ids, runs and attempts: _rl_final holds those that load,
+    _rl_dupes those that repeat a rollout, _rl_clashes and _rl_attempts' reasons those that do not."""
+    con.execute(clashes_sql())
+    con.execute(ids_sql())
+    con.execute(duplicates_sql())
+    con.execute(identity.keys_table_sql())
+    con.execute(keys_sql())
+    identity.assign(con)
+    con.execute(ok_sql())
+    assign_attempts(con)
+    con.execute(final_sql())
 
 
 def load(ctx: LoadContext) -> LoadResult:
-    """A file larger than ``config.NATIVE_CHUNK_BYTES`` loads a chunk of lines at a time (line
-    numbers, ids, attempts and duplicates continue across chunks), all in the caller's
-    transaction: memory stays that of a chunk however large the file."""
-    if ctx.source.stat().st_size <= config.NATIVE_CHUNK_BYTES:
-        return load_part(ctx)
+    """Lines of a native file (or records a format converted: ``ctx.converted``) into a batch:
+    the ingest's shared one (``ctx.batch``), loaded with other files' lines when it is full or the
+    call ends; or one of their own, loaded now. A file larger than ``config.NATIVE_CHUNK_BYTES``
+    loads a chunk of lines at a time (line numbers, ids, attempts and duplicates continue across
+    chunks), all in the caller's transaction, each chunk parsed and checked apart from it (what a
+    transaction creates it keeps until the commit): memory stays that of a chunk however large
+    the file."""
+    from ..batch import Batch
+
+    if ctx.batch is not None:
+        if ctx.converted is not None:
+            ctx.batch.add_converted(ctx.target, ctx)
+        else:
+            ctx.batch.add_file(ctx.target, ctx)
+        return LoadResult(0, 0, deferred=True)
+    if ctx.converted is not None:
+        return Batch.alone(ctx).add_converted(None, ctx).finish()
+    size = ctx.source.stat().st_size
+    if size <= config.NATIVE_CHUNK_BYTES:
+        return _alone(ctx, apart=False, large=size > config.BATCH_FILE_MAX_BYTES)
     total = LoadResult(0, 0)
     offset = ctx.line_offset
     with tempfile.TemporaryDirectory(prefix="rolloutlab-") as tmp, gathered_rejects(ctx.con) as keep:
         for chunk, newlines in line_chunks(ctx.source, tmp, config.NATIVE_CHUNK_BYTES):
-            result = load_part(replace(ctx, read_path=chunk, line_offset=offset))
+            result = _alone(replace(ctx, read_path=chunk, line_offset=offset), apart=True, large=True)
             keep()
             add_result(total, result)
             offset += newlines
     return total
+
+
+def _alone(ctx: LoadContext, apart: bool, large: bool) -> LoadResult:
+    """A file (or a chunk of one) loaded by itself; a large one under config.STAGING_MEMORY_LIMIT
+    (ingest.batch: what the transaction stages spills past it, instead of growing with the file)."""
+    from ..batch import Batch
+
+    batch = Batch.alone(ctx, apart=apart)
+    if large:
+        batch.staging_memory_limit = config.STAGING_MEMORY_LIMIT
+    return batch.add_file(None, ctx).finish()
 
 
 def add_result(total: LoadResult, part: LoadResult) -> None:
@@ -471,36 +636,6 @@ def add_result(total: LoadResult, part: LoadResult) -> None:
     total.n_rejected += part.n_rejected
     total.n_duplicates += part.n_duplicates
     total.notes += part.notes
-
-
-def load_part(ctx: LoadContext) -> LoadResult:
-    con = ctx.con
-    staged = stage_lines(con, ctx.source, ctx.line_offset)
-    con.execute(parse_sql())
-    con.execute(rows_sql(ctx.run is not None, staged), {"run": ctx.run, "step": ctx.step, "split": ctx.split})
-    con.execute(items_sql("tool_calls", tool_call_values()))
-    con.execute(items_sql("grades", grade_values()))
-    con.execute(items_sql("messages", _typed(MESSAGE_FIELDS)))
-    p = {"source_id": ctx.source_id}
-    con.execute(rejected_lines_sql())
-    con.execute(ids_sql(), {**p, "scope": ctx.file_name or ctx.path.name})
-    con.execute(duplicates_sql())
-    con.execute(identity.keys_table_sql())
-    con.execute(keys_sql(), p)
-    identity.assign(con)
-    con.execute(ok_sql())
-    con.execute(attempts_sql())
-    con.execute("INSERT INTO _rl_rejected SELECT line_no, reason FROM _rl_attempts WHERE reason IS NOT NULL")
-    con.execute(f"""INSERT INTO {STAGED_REJECTS}
-        SELECT j.line_no, l.line, j.reason FROM _rl_rejected j JOIN {LINES_TABLE} l USING (line_no)""")
-    for sql in insert_sql():
-        run_sql(con, sql, p)
-    n_duplicates = con.execute("SELECT count(*) FROM _rl_dupes").fetchone()[0]
-    for table in STAGING:
-        con.execute(f"DROP TABLE IF EXISTS {table}")
-    drop_lines(con)
-    n_rejected = con.execute(f"SELECT count(*) FROM {STAGED_REJECTS}").fetchall()[0][0]
-    return LoadResult(n_records=staged.n_records, n_rejected=n_rejected, n_duplicates=n_duplicates)
 
 
 def appendable(path) -> bool:
