@@ -8,7 +8,8 @@ import pytest
 from nbclient import NotebookClient
 
 import rolloutlab as rl
-from rolloutlab import config, synth
+from rolloutlab import config
+from rolloutlab.demo import synth
 
 NOTEBOOKS = sorted(config.NOTEBOOKS_DIR.glob("*.ipynb"))
 
