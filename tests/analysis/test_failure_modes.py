@@ -745,7 +745,8 @@ def test_real_tau2_sft_loops_are_one_mode_and_not_a_proven_change(tau2):
     again) are one mode of their own, named for the behaviour, with no base rollout in it. Six
     loops on six tasks of one trial each are no proven change: a sign-flip test over six samples
     cannot go much below 2/64 before the adjustment across modes, and the diff says unchanged (it
-    called this mode "new" when each verdict read an unadjusted CI)."""
+    called this mode "new" when each verdict read an unadjusted CI). Handing over to a person, 18
+    failures against 6, is a change."""
     sft = fm.failure_modes(tau2, "sft")
     truncated = {r[0] for r in tau2.execute("SELECT rollout_id FROM rollouts WHERE run_id = 'sft' AND status = "
                                             "'truncated'").fetchall()}
@@ -761,7 +762,15 @@ def test_real_tau2_sft_loops_are_one_mode_and_not_a_proven_change(tau2):
     row = d.set_index("mode").loc[loop.index[0]]
     assert loop.iloc[0] >= 4 and row.base_rollouts == 0 and "until cut off" in row.label
     assert row.verdict == "unchanged" and row.p_value > 0.015 and row.p_adjusted > 0.05
-    assert (d.verdict == "unchanged").all() and d.attrs["sentence"].startswith("No failure mode changed significantly")
+    # what did change: fewer failures hand over to a person, as counted apart from the modes
+    # (failing rollouts with a transfer_to_human_agents call: 18 of base's, 6 of sft's)
+    changed = d[d.verdict != "unchanged"]
+    assert changed.verdict.tolist() == ["reduced"] and "`transfer_to_human_agents`" in changed.label.iloc[0]
+    handovers = dict(tau2.execute(
+        "SELECT run_id, count(*) FROM rollouts WHERE score < 1 AND rollout_id IN "
+        "(SELECT rollout_id FROM tool_calls WHERE tool = 'transfer_to_human_agents') GROUP BY 1").fetchall())
+    assert handovers == {"base": 18, "sft": 6}
+    assert d.attrs["sentence"].startswith("sft reduced") and "hands over to a person" in d.attrs["sentence"]
     s = tau2.execute("SELECT b.sample_id FROM rollouts b JOIN rollouts c USING (sample_id) WHERE b.run_id = 'base' "
                      "AND c.run_id = 'sft' AND b.score < 1 AND c.score >= 1 ORDER BY 1 LIMIT 1").fetchone()[0]
     sd = tj.sample_diff(tau2, s, "base", "sft")

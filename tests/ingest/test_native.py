@@ -95,6 +95,21 @@ def test_runs_and_samples_tables(con):
     assert samples == [("2", None), ("q-1", "valid"), ("q-1", None)]  # NULLs sort last
 
 
+def test_sample_meta_is_the_sample_s_and_must_be_an_object(con, tmp_path):
+    """``sample_meta`` (what the sample expects: the explorer shows it) lands in samples.meta, the
+    first line's; anything but an object is a reject naming the field."""
+    path = tmp_path / "m.jsonl"
+    expected = {"expected_actions": [{"tool": "search", "arguments": {"q": "x"}}], "assertions": ["cites"]}
+    lines = [{"run": "r", "sample_id": "s", "score": 1, "sample_meta": expected},
+             {"run": "r", "sample_id": "s", "score": 0, "sample_meta": {"expected_outputs": ["later"]}},
+             {"run": "r", "sample_id": "t", "score": 0, "sample_meta": ["not", "an", "object"]}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    result = rl.ingest(con, path)
+    assert result.loc[0, ["loaded", "rejected"]].tolist() == [2, 1]
+    assert json.loads(one(con, "SELECT meta FROM samples WHERE sample_id = 's'")[0]) == expected
+    assert "field 'sample_meta' must be a JSON object" in one(con, "SELECT reason FROM rejects")[0]
+
+
 def test_same_rollout_id_is_stable_across_databases(tmp_path):
     ids = []
     for name in ("a.duckdb", "b.duckdb"):

@@ -243,3 +243,20 @@ def test_a_trial_too_large_is_one_reject_when_the_label_is_taken(con, tmp_path):
     result = rl.ingest(con, big)
     assert result.action.tolist() == ["loaded"] and result.rejected.tolist() == [1]
     assert "field 'attempt' must be an integer" in " ".join(result.reasons[0])
+
+
+def test_a_task_s_instructions_and_expected_actions_reach_the_samples(real_dir, con):
+    path = real_dir / "tau2-sft" / "gpt-4.1_retail_defautl_gpt-4.1_1trials.json"
+    data = json.loads(path.read_text())
+    rl.ingest(con, path)
+    task = next(t for t in data["tasks"] if t["id"] == "5")
+    prompt, meta = con.execute("SELECT prompt, meta FROM samples WHERE sample_id = 'retail:5'").fetchone()
+    assert prompt.startswith("domain: retail\nreason_for_call: " + task["user_scenario"]["instructions"]["reason_for_call"])
+    assert "task_instructions" not in prompt  # "." says nothing
+    criteria = task["evaluation_criteria"]
+    assert json.loads(meta)["expected_actions"] == [{"tool": a["name"], "arguments": a["arguments"]}
+                                                    for a in criteria["actions"]]
+    # every simulated task of the file has what its evaluation expects
+    simulated = {s["task_id"] for s in data["simulations"]}
+    assert con.execute("SELECT count(*) FILTER (WHERE meta IS NULL), count(*) FROM samples").fetchone() == (
+        0, len(simulated))

@@ -195,3 +195,22 @@ def test_real_react_and_act_runs(con):
     assert got == {"react/4B/num_trials-1.json": 913, "react/4B/num_trials-2.json": 1913,
                    "act/4B/num_trials-1.json": 565, "act/4B/num_trials-2.json": 1313,
                    "tau-bench-react/zen-wang-CSE-598-Tau-Bench-Phase-3/template_result.json": 18}
+
+
+def test_the_task_s_expected_actions_and_outputs_reach_the_sample(real_dir, con):
+    """What the explorer shows of what the agent was expected to do: tau-bench's info.task
+    actions (name, kwargs) and outputs; an output is the reference only where it is the one."""
+    data = raw(real_dir)
+    rl.ingest(con, real_dir / "tau-bench" / "gpt-4o-airline.json")
+    tasks = {str(t["task_id"]): t["info"]["task"] for t in data}
+    got = {sid: (prompt, ref, json.loads(meta) if meta else None) for sid, prompt, ref, meta in
+           con.execute("SELECT sample_id, prompt, reference, meta FROM samples").fetchall()}
+    assert set(got) == set(tasks)
+    for sid, task in tasks.items():
+        prompt, ref, meta = got[sid]
+        want = {"expected_actions": [{"tool": a["name"], "arguments": a["kwargs"]} for a in task["actions"]],
+                "expected_outputs": [str(o) for o in task.get("outputs") or []]}
+        want = {k: v for k, v in want.items() if v} or None
+        assert (prompt, meta) == (task["instruction"], want), sid
+        assert ref == (str(task["outputs"][0]) if len(task.get("outputs") or []) == 1 else None), sid
+    assert got["1"][2] == {"expected_actions": [{"tool": "cancel_reservation", "arguments": {"reservation_id": "Z7GOZK"}}]}

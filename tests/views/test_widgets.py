@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import html
+import json
+import re
 
 import pandas as pd
 import pytest
@@ -552,7 +554,32 @@ def test_the_open_rollout_shows_its_sample_s_reference_and_prompt(load):
     assert "<summary>prompt</summary><pre>What is 6 x 7?</pre>" in page
     assert page.index("final answer") < page.index("rl-reference")  # the answer and what was expected, together
     bare = wd.trajectory_html(wd.trajectory(con, wd.page(con, wd.Filters(runs=("r",), search="bare"))[0].rollout_id[0]))
-    assert "The logs hold no prompt or reference for this sample." in bare
+    assert "The logs hold no prompt, reference or expected actions for this sample." in bare
+
+
+def test_the_open_rollout_shows_what_the_benchmark_expected(real_dir, con):
+    """tau-bench's task actions and outputs, read from the real file, in the explorer."""
+    path = real_dir / "tau-bench" / "gpt-4o-airline.json"
+    task = next(t["info"]["task"] for t in json.loads(path.read_text()) if str(t["task_id"]) == "10")
+    rl.ingest(con, path, progress=False)
+    rid = con.execute("SELECT min(rollout_id) FROM rollouts WHERE sample_id = '10'").fetchone()[0]
+    page = wd.trajectory_html(wd.trajectory(con, rid))
+    shown = re.findall(r"<li><code>(.*?)</code></li>", page.split("expected actions:")[1].split("</ol>")[0])
+    assert [html.unescape(x) for x in shown] == [
+        f"{a['name']}({json.dumps(a['kwargs'], ensure_ascii=False, sort_keys=True)})" for a in task["actions"]]
+    assert shown[0] == "cancel_reservation({&quot;reservation_id&quot;: &quot;H9ZU1C&quot;})"
+    assert "<summary>prompt</summary><pre>You are mia_kim_4397" in page
+
+
+def test_expected_html_escapes_and_skips_what_is_not_expected():
+    meta = {"expected_actions": [{"tool": "<b>t</b>", "arguments": {"q": "<i>"}}, "junk", {"tool": "bare"}],
+            "expected_outputs": ["1,234"], "assertions": ["says <sorry>", {"not": "text"}]}
+    got = wd.expected_html(json.dumps(meta))
+    assert "<li><code>&lt;b&gt;t&lt;/b&gt;({&quot;q&quot;: &quot;&lt;i&gt;&quot;})</code></li>" in got
+    assert "<li><code>bare()</code></li>" in got and "junk" not in got
+    assert "expected to say:</p><ul><li>1,234</li></ul>" in got
+    assert "a judge checks:</p><ul><li>says &lt;sorry&gt;</li></ul>" in got and "not" not in got
+    assert wd.expected_html("not json") == "" and wd.expected_html(None) == "" and wd.expected_html({}) == ""
 
 
 def test_suspects_only_lists_the_most_suspect_first(load):

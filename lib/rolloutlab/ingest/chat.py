@@ -151,3 +151,24 @@ def convert_messages(messages: object, include_call=lambda call: True, ts_key: s
             if error:
                 record["status"], record["error"] = "error", error
     return calls, out_messages, final_answer
+
+
+def expected_of(actions: object, name_key: str, args_key: str, outputs: object = None,
+                assertions: object = None) -> dict:
+    """What a benchmark expects of the agent (tau-bench: ``actions`` with ``kwargs``, ``outputs``;
+    tau2: ``evaluation_criteria`` ``actions`` with ``arguments``, ``communicate_info``,
+    ``nl_assertions``), as native fields: ``sample_meta`` holds the expected tool calls
+    (``expected_actions``: ``{tool, arguments}``), what it must say (``expected_outputs``) and
+    what a judge checks (``assertions``); ``reference`` is the one thing it must say, where there
+    is exactly one (an answer to compare with: several are not one answer)."""
+    expected = [{"tool": a[name_key], "arguments": a.get(args_key)}
+                for a in (actions if isinstance(actions, list) else [])
+                if isinstance(a, dict) and isinstance(a.get(name_key), str)]
+    said = [str(o) for o in outputs if isinstance(o, (str, int, float)) and not isinstance(o, bool)] \
+        if isinstance(outputs, list) else []
+    checks = [a for a in assertions if isinstance(a, str)] if isinstance(assertions, list) else []
+    meta = {k: v for k, v in (("expected_actions", expected), ("expected_outputs", said), ("assertions", checks)) if v}
+    out: dict = {"sample_meta": meta} if meta else {}
+    if len(said) == 1:
+        out["reference"] = said[0]
+    return out

@@ -7,6 +7,7 @@ ipywidgets. Nothing loads more than a page of rollouts into the widget.
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass, field, replace
 
 import duckdb
@@ -301,18 +302,44 @@ def facts_html(r: dict) -> str:
 
 
 SAMPLE_TEXT_SHOWN = 4000  # characters of a sample's prompt or reference in the explorer
+EXPECTED_SHOWN = 50  # expected actions (outputs, checks) of a sample shown
+
+
+def expected_html(meta: object) -> str:
+    """What the benchmark expects of the agent (``samples.meta``: tau-bench's and tau2's task
+    actions, what it must say, what a judge checks), one line each."""
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return ""
+    if not isinstance(meta, dict):
+        return ""
+    parts = []
+    actions = [a for a in meta.get("expected_actions") or [] if isinstance(a, dict)][:EXPECTED_SHOWN]
+    if actions:
+        items = "".join(
+            f"<li><code>{esc(a.get('tool'))}({esc(json.dumps(a.get('arguments'), ensure_ascii=False, sort_keys=True), SAMPLE_TEXT_SHOWN) if a.get('arguments') else ''})</code></li>"
+            for a in actions)
+        parts.append(f"<p>expected actions:</p><ol class='rl-expected'>{items}</ol>")
+    for key, title in (("expected_outputs", "expected to say"), ("assertions", "a judge checks")):
+        values = [v for v in meta.get(key) or [] if isinstance(v, (str, int, float))][:EXPECTED_SHOWN]
+        if values:
+            parts.append(f"<p>{title}:</p><ul>{''.join(f'<li>{esc(v, SAMPLE_TEXT_SHOWN)}</li>' for v in values)}</ul>")
+    return "".join(parts)
 
 
 def sample_html(sample: dict) -> str:
-    """The sample's reference (what a right answer or the expected actions look like) and its prompt
-    (folded), where the logs hold them."""
+    """The sample's reference (what a right answer looks like), the actions, outputs and checks
+    the benchmark expects, and its prompt (folded), where the logs hold them."""
     parts = []
     if sample.get("reference"):
         parts.append(f"<p>reference (expected):</p><pre class='rl-reference'>"
                      f"{esc(sample['reference'], SAMPLE_TEXT_SHOWN)}</pre>")
+    parts.append(expected_html(sample.get("meta")))
     if sample.get("prompt"):
         parts.append(f"<details><summary>prompt</summary><pre>{esc(sample['prompt'], SAMPLE_TEXT_SHOWN)}</pre></details>")
-    return "".join(parts) or "<p class='rl-note'>The logs hold no prompt or reference for this sample.</p>"
+    return "".join(parts) or "<p class='rl-note'>The logs hold no prompt, reference or expected actions for this sample.</p>"
 
 
 def trajectory_html(t: Trajectory, suspect: str | None = None) -> str:

@@ -166,12 +166,14 @@ def set_reward_scale(con: duckdb.DuckDBPyConnection, run: str, reward_range: tup
 
 def sample_texts_sql(rollouts: str) -> str:
     """Per rollout of the relation ``rollouts`` (a CTE of the caller with rollout_id, sample_id,
-    run_id, source_id): its sample's ``prompt`` and ``reference`` — as the rollout's own file gave
-    them first, then as its run's split did, then any. What the explorer, the label sheet and the
-    failure features show of a sample."""
+    run_id, source_id): its sample's ``prompt``, ``reference`` and ``meta`` (what the benchmark
+    expects: ``expected_actions``, ``expected_outputs``, ``assertions``) — as the rollout's own file
+    gave them first, then as its run's split did, then any. What the explorer, the label sheet and
+    the failure features show of a sample."""
     order = "(s.source_id IS NOT DISTINCT FROM f.source_id) DESC, (s.split IS NOT DISTINCT FROM u.split) DESC"
     return f"""
     SELECT f.rollout_id, first(s.prompt ORDER BY {order}, s.prompt NULLS LAST) AS prompt,
-           first(s.reference ORDER BY {order}, s.reference NULLS LAST) AS reference
+           first(s.reference ORDER BY {order}, s.reference NULLS LAST) AS reference,
+           first(s.meta ORDER BY {order}, s.meta NULLS LAST) AS meta
     FROM {rollouts} f JOIN samples s ON s.sample_id = f.sample_id LEFT JOIN runs u ON u.run_id = f.run_id
     GROUP BY f.rollout_id"""

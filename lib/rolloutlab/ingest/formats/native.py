@@ -47,6 +47,8 @@ ROLLOUT_FIELDS = [
     Field("prompt", "text"),
     Field("reference", "text"),
     Field("meta", "object"),
+    # what the sample expects (samples.meta): expected_actions [{tool, arguments}], expected_outputs, assertions
+    Field("sample_meta", "object"),
     # what identifies the experiment a converted file's run is (runs.meta), e.g. an Inspect eval's run_id
     Field("run_meta", "object"),
 ]
@@ -275,7 +277,8 @@ def rows_sql() -> str:
         {usage['input_tokens']} AS input_tokens, {usage['output_tokens']} AS output_tokens,
         {usage['reasoning_tokens']} AS reasoning_tokens, {usage['cached_input_tokens']} AS cached_input_tokens,
         {v['cost_usd']} AS cost_usd, {v['error']} AS error,
-        {v['prompt']} AS prompt, {v['reference']} AS reference, {v['run_meta']} AS run_meta
+        {v['prompt']} AS prompt, {v['reference']} AS reference, {v['sample_meta']} AS sample_meta,
+        {v['run_meta']} AS run_meta
     FROM {PARSED} JOIN {SEGS} s USING (seg)
     WHERE NOT blank
     """
@@ -329,7 +332,8 @@ def rollout_values_sql() -> str:
 
 
 def sample_text_sql() -> str:
-    return "SELECT pos, prompt, reference FROM _rl_rows WHERE reason IS NULL AND (prompt IS NOT NULL OR reference IS NOT NULL)"
+    return ("SELECT pos, prompt, reference, sample_meta FROM _rl_rows WHERE reason IS NULL "
+            "AND (prompt IS NOT NULL OR reference IS NOT NULL OR sample_meta IS NOT NULL)")
 
 
 def item_values_sql(name: str) -> str:
@@ -556,7 +560,8 @@ def insert_sql() -> list[tuple[str, str | None]]:
         # a sample is the first file's that names it (its prompt: the first given)
         (f"""INSERT INTO samples
         SELECT f.sample_id, f.split, arg_min(v.prompt, f.pos) FILTER (WHERE v.prompt IS NOT NULL),
-               arg_min(v.reference, f.pos) FILTER (WHERE v.reference IS NOT NULL), NULL, min(f.source_id)
+               arg_min(v.reference, f.pos) FILTER (WHERE v.reference IS NOT NULL),
+               arg_min(v.sample_meta, f.pos) FILTER (WHERE v.sample_meta IS NOT NULL), min(f.source_id)
         FROM _rl_final f LEFT JOIN {SOURCE} v USING (pos)
         WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.sample_id = f.sample_id
                                                  AND s.split IS NOT DISTINCT FROM f.split)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 
-from ..chat import convert_messages
+from ..chat import convert_messages, expected_of
 from ..context import LoadContext, LoadResult
 from ..convert import (BadField, Evaluation, Item, field, guarded, json_kind, label_of, lenient_obj, lenient_str,
                        load_items, loads_file, obj, preview, readable, text_of)
@@ -114,7 +114,31 @@ def _sum_usage(messages: list | None, key: str) -> int | None:
     return int(sum(values)) if values else None
 
 
-def record(sim: dict, i: int, domain: str, run: dict, model: str | None) -> dict:
+def task_texts(task: object) -> dict:
+    """A task's ``prompt`` (the user simulator's instructions) and what its evaluation expects
+    (``chat.expected_of``), for the samples table."""
+    if not isinstance(task, dict):
+        return {}
+    scenario = task.get("user_scenario") if isinstance(task.get("user_scenario"), dict) else {}
+    instructions = scenario.get("instructions")
+    if isinstance(instructions, dict):
+        prompt = "\n".join(f"{k}: {v}" for k, v in instructions.items() if isinstance(v, str) and v.strip(". "))
+    else:
+        prompt = instructions if isinstance(instructions, str) else None
+    criteria = task.get("evaluation_criteria") if isinstance(task.get("evaluation_criteria"), dict) else {}
+    info = criteria.get("communicate_info")
+    return {"prompt": prompt or None,
+            **expected_of(criteria.get("actions"), "name", "arguments", info if isinstance(info, list) else None,
+                          criteria.get("nl_assertions"))}
+
+
+def tasks_by_id(data: object) -> dict:
+    """The results file's tasks by id (tau2 writes them beside the simulations)."""
+    tasks = data.get("tasks") if isinstance(data, dict) else None
+    return {str(t.get("id")): t for t in tasks if isinstance(t, dict)} if isinstance(tasks, list) else {}
+
+
+def record(sim: dict, i: int, domain: str, run: dict, model: str | None, tasks: dict | None = None) -> dict:
     task_id = field(sim, "task_id", ID_KINDS, required=True)
     trial = field(sim, "trial", "integer")
     reward_info = obj(sim, "reward_info")
@@ -150,16 +174,17 @@ def record(sim: dict, i: int, domain: str, run: dict, model: str | None) -> dict
         "grades": [{"grader": str(k), "score": v, "weight": 0.0} for k, v in breakdown.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)],
         "tool_calls": calls, "messages": out_messages, "error": failure,
+        **task_texts((tasks or {}).get(str(task_id))),
     }
 
 
-def items(sims: list, domain: str, run: dict, model: str | None):
+def items(sims: list, domain: str, run: dict, model: str | None, tasks: dict | None = None):
     for i, sim in enumerate(sims):
         if not isinstance(sim, dict):
             yield Item(f"simulation {i}", reason="not a JSON object", raw=sim)
             continue
         loc = f"simulation {i} (task {sim.get('task_id')!s:.40}, trial {sim.get('trial')!s:.20})"
-        yield guarded(loc, sim, lambda: Item(loc, record=record(sim, i, domain, run, model)))
+        yield guarded(loc, sim, lambda: Item(loc, record=record(sim, i, domain, run, model, tasks)))
 
 
 def run_folder(path):
@@ -190,7 +215,8 @@ def load_simulation(ctx: LoadContext, text: str) -> LoadResult:
     if damage or not isinstance(sim, dict):
         found = [Item("simulation", reason=damage.describe() if damage else "not a JSON object", raw=text[:2000])]
     else:
-        found = list(items([sim], domain, run.run_fields(ctx), readable(lenient_str(lenient_obj(info, "agent_info"), "llm"))))
+        found = list(items([sim], domain, run.run_fields(ctx), readable(lenient_str(lenient_obj(info, "agent_info"), "llm")),
+                           tasks_by_id(meta)))
     return load_items(ctx, found, [])
 
 
@@ -208,7 +234,8 @@ def load(ctx: LoadContext) -> LoadResult:
     timestamp = lenient_str(data, "timestamp") if isinstance(data, dict) else None
     run = evaluation(info, domain, timestamp, ctx.path)
     notes: list[str] = []
-    found = items(sims, domain, run.run_fields(ctx), readable(lenient_str(lenient_obj(info, "agent_info"), "llm")))
+    found = items(sims, domain, run.run_fields(ctx), readable(lenient_str(lenient_obj(info, "agent_info"), "llm")),
+                  tasks_by_id(data))
     if damage:
         found = itertools.chain(found, [Item(f"simulation {len(sims)}", reason=damage.describe(), raw="")])
     elif not sims and isinstance(data, dict) and ("simulation_index" in data or (ctx.path.parent / "simulations").is_dir()):

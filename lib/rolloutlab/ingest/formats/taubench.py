@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from ..chat import convert_messages
+from ..chat import convert_messages, expected_of
 from ..context import LoadContext, LoadResult
 from ..convert import Evaluation, Item, field, guarded, label_of, load_items, loads_file, obj, readable
 from ..jsonscan import loads_lenient
@@ -47,6 +47,7 @@ def record(t: dict, i: int, run: dict) -> dict:
         **run, "sample_id": str(task_id), "attempt": trial,
         "final_answer": answer, "tool_calls": calls, "messages": messages,
         "prompt": field(task, "instruction", "string", "info.task."),
+        **expected_of(task.get("actions"), "name", "kwargs", outputs=task.get("outputs")),
     }
     crash = info.get("error") if isinstance(info.get("error"), str) else (
         "the task raised (info.traceback)" if info.get("traceback") else None)
