@@ -13,8 +13,8 @@ LIB = Path(rolloutlab.__file__).parent
 FORBIDDEN = {
     "ingest": ["analysis", "views", "exports", "capture", "demo", "cli"],
     "store": ["views", "exports", "capture", "demo", "cli"],
-    "analysis": ["views", "exports", "capture", "demo", "cli"],
-    "views": ["exports", "capture", "demo", "cli"],
+    "analysis": ["ingest", "views", "exports", "capture", "demo", "cli"],
+    "views": ["ingest", "exports", "capture", "demo", "cli"],
     "exports": ["views", "ingest", "capture", "demo", "cli"],
     "capture": ["store", "analysis", "ingest", "views", "exports", "cli"],
     "demo": ["views", "exports", "capture", "cli"],

@@ -285,7 +285,7 @@ def progress_disabled() -> bool | None:
     return None  # tqdm decides from the stream (None = off when not a TTY)
 
 
-# failure modes (failures.py)
+# failure modes (analysis/failure_modes.py) and trajectory diffs (analysis/trajectories.py)
 FAILURE_MODES_K_MAX = 12            # k is chosen in 2..min(K_MAX, sqrt(failures / 2)) by silhouette (k= overrides)
 FAILURE_MODES_SILHOUETTE_SAMPLE = 2000  # failures the silhouette of each k is measured on
 FAILURE_MODES_LINKAGE_MAX = 4000    # average linkage: distinct failure vectors linked (a seeded sample beyond)

@@ -686,7 +686,7 @@ def test_forecast_figures_draw_the_frame(random_run):
 
 
 def test_figures_meet_the_figure_standard(random_run):
-    lint = pytest.importorskip("rolloutlab.plots.lint")
+    lint = pytest.importorskip("rolloutlab.views.plots.lint")
     con, _ = random_run
     fc = forecast(con, curate(con, "r"))
     for fig in (pc.signal_by_step(SBS), pc.signal_by_step_interactive(SBS), pc.forecast(fc, "r"),

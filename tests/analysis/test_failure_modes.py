@@ -820,7 +820,7 @@ def test_real_taubench_modes_name_behaviours_not_surface_strings(taubench):
 
 
 def _lint_all(modes, run, diff, runs):
-    lint = pytest.importorskip("rolloutlab.plots.lint")
+    lint = pytest.importorskip("rolloutlab.views.plots.lint")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -854,9 +854,9 @@ def test_banded_alignment_past_the_cell_limit_is_valid_and_optimal_when_the_band
         a = [(f"t{rng.randrange(3)}", str(rng.randrange(3))) for _ in range(rng.randrange(1, 30))]
         b = [(f"t{rng.randrange(3)}", str(rng.randrange(3))) for _ in range(rng.randrange(1, 30))]
         full = tj.align(a, b)
-        monkeypatch.setattr(fm, "DIFF_MAX_CELLS", 0)  # the narrowest band
+        monkeypatch.setattr(tj, "DIFF_MAX_CELLS", 0)  # the narrowest band
         narrow = tj.align(a, b)
-        monkeypatch.setattr(fm, "DIFF_MAX_CELLS", 10 ** 6)
+        monkeypatch.setattr(tj, "DIFF_MAX_CELLS", 10 ** 6)
         wide = tj._align_banded(a, b)  # a band covering every cell: the same optimum
         monkeypatch.undo()
         for pairs in (narrow, wide):

@@ -1,2 +1,2 @@
-"""Analysis: what the numbers say — metrics, compare and its statistics, power, readiness, the audit,
-curation, labels and calibration, failure modes and trajectory diffs. May import store, ingest's identity, text and config; never views, exports, capture's middleware or cli."""
+"""Analysis, what the numbers say: metrics, compare and its statistics, power, readiness, the audit, curation,
+labels and calibration, failure modes, trajectory diffs. May import store, text, config and capture's redaction only."""

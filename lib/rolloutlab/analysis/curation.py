@@ -6,7 +6,7 @@ words, a ``group`` of prompts that are the same after normalisation or near-dupl
 ``split`` (train / validation) that no group straddles. ``forecast`` is ``signal_plan``'s
 empirical-Bayes model (its own SQL, kept per sample) averaged over the kept samples;
 ``signal_by_step`` the share of samples all-fail / all-pass / mixed per step. Frames only:
-``rolloutlab.datasets`` writes the training files.
+``rolloutlab.exports.training_files`` writes the training files.
 """
 from __future__ import annotations
 

@@ -44,6 +44,7 @@ from ..config import (FAILURE_MODES_ADJUST, FAILURE_MODES_ALPHA, FAILURE_MODES_E
                       FAILURE_MODES_N_PERM, FAILURE_MODES_SILHOUETTE_SAMPLE, FAILURE_MODES_TEXT_CHARS,
                       FAILURE_MODES_VERDICT_RESIDUAL, FAILURE_MODES_WEIGHTS)
 from ..store.stop_reasons import LIMITS
+from ..text.fmt import share
 from .metrics.common import (EXCLUDED_STATUSES, common_threshold, pass_at_sql, resolve_runs, run_sql,
                              sample_texts_sql, threshold)
 

@@ -1,5 +1,5 @@
-"""Capture, inside a team's tool and grader servers: events (``events``), secret redaction
-(``redaction``), request-body streaming, the ASGI middleware, the decorators, other platforms' graders and the demo server. May import config only (the demo server: demo.synth).
+"""Capture, inside a team's tool and grader servers: events, secret redaction, request-body streaming, the ASGI
+middleware, decorators, other platforms' graders, the demo server. May import config only (the demo server: demo).
 
 ``import rolloutlab.capture`` keeps every name the docs use (``CaptureMiddleware``, ``captured_tool``,
 ``captured_lambda_reward``, ``redact`` ...): they are re-exported here from their modules."""

@@ -20,7 +20,7 @@ from typing import Iterable
 import pandas as pd
 
 from ..store import database as store
-from . import IngestFailed, expand_paths, ingest
+from ..ingest import IngestFailed, expand_paths, ingest  # the package: its __init__ never imports watch
 
 LINE_SUFFIXES = {".jsonl", ".ndjson", ".log"}  # written line by line: loaded as they grow
 

@@ -1,5 +1,5 @@
-"""The store: the DuckDB database and its schema (``database``), what is loaded (``catalog``), the
-Parquet lake and Spark as its other engines. May import config and text only (the lake reads via ingest's field checks, lazily)."""
+"""The store: the DuckDB database and its schema (``database``), what is loaded (``catalog``), the Parquet lake and
+Spark as its other engines. May import config and text; the lake reads through ingest's checks, Spark reuses analysis's SQL."""
 from .database import (APPEND_DDL, ROLLOUT_CHILD_TABLES, SAMPLE_SOURCES_DDL, SCHEMA_DDL, SCHEMA_VERSION, STALE, STATUSES,
                        DatabaseLockedError, Result, SchemaVersionError, SharedReader, StoreError, connect, glob_literal,
                        read_transaction, require_writer, run_sql, snapshot, stale_sources, transaction, waiting_writer,

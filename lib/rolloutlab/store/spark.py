@@ -1,6 +1,6 @@
 """The metrics on Apache Spark, over a Parquet lake (``rolloutlab export``).
 
-One definition per metric: the metric functions of ``rolloutlab.metrics`` and ``compare`` take a
+One definition per metric: the metric functions of ``rolloutlab.analysis.metrics`` and ``compare`` take a
 ``SparkConnection`` in place of a DuckDB connection. It runs their SQL builders' queries on Spark,
 translated by sqlglot from DuckDB's dialect to Spark's (parameters bound as literals in the
 syntax tree, never pasted as text); the Python around the queries (pivots, the bootstrap on the

@@ -1,5 +1,5 @@
 """Curation figures, static (matplotlib) and interactive (plotly), from the frames of
-``rolloutlab.curation``: the learning signal along training (``signal_by_step``) and what a
+``rolloutlab.analysis.curation``: the learning signal along training (``signal_by_step``) and what a
 curation buys (``forecast``). Each draws its frame as given; none aggregates."""
 from __future__ import annotations
 
