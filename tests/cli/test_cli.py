@@ -546,7 +546,7 @@ def test_cost_tokens_truncation(db_path, tmp_path, capsys):
     assert main(["cost", "--db", str(db_path), "--prices", str(prices)]) == 0
     out, err = capsys.readouterr()
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
-    # run a, by hand (tests/test_cost.py): 0.0048 + 0.0044 + 0.1 + 0.007; m: no price, no cost (never 0)
+    # run a, by hand (tests/analysis/test_cost.py): 0.0048 + 0.0044 + 0.1 + 0.007; m: no price, no cost (never 0)
     assert rows["metric"] == ["a", "m"] and rows["cost_total"] == [fmt.dollars(0.1162), "—"]
     assert rows["n_excluded"] == ["1", "0"] and rows["cost_coverage"] == ["100%", "0%"]
     assert err.count("no price for model 'mystery-model'") == 1 and "--prices FILE" in err
