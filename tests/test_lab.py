@@ -17,6 +17,7 @@ import pytest
 import rolloutlab as rl
 from rolloutlab import config
 from rolloutlab.demo import synth
+from rolloutlab.text import fmt
 
 TAU2_FILE = "tau2-sft/gpt-4.1_airline_default_gpt-4.1_1trials.json"  # under config.real_data_dir()
 
@@ -50,7 +51,7 @@ def lab(tmp_path_factory):
     # per kind: the rollout with most tool calls, with its sample, message and tool-call counts
     opened = {kind: con.execute(
         """SELECT rollout_id, sample_id, n_tool_calls,
-                  (SELECT count(*) FROM messages m WHERE m.rollout_id = r.rollout_id)
+                  (SELECT count(*) FROM messages m WHERE m.rollout_id = r.rollout_id), score, latency_s
            FROM rollouts r WHERE run_id = ? ORDER BY n_tool_calls DESC, rollout_id LIMIT 1""", [run]).fetchone()
         for kind, run in (("native", "base"), ("endpoint", "train-step3"), ("tau2", "tau2-airline"))}
     total = con.execute("SELECT count(*) FROM rollouts").fetchone()[0]
@@ -115,7 +116,7 @@ def test_explore_notebook_runs_and_the_widget_responds(browser, lab, tmp_path):
     for kind, row in data["opened"].items():
         if kind == "tau2" and not data["tau2"].exists():
             continue  # skipped below, with the reason
-        rollout_id, sample_id, n_calls, n_messages = row
+        rollout_id, sample_id, n_calls, n_messages, score, latency = row
         search.fill(rollout_id)
         page.locator(".rl-trajectory").first.wait_for(state="detached", timeout=30_000)  # the list changed
         page.wait_for_function("() => { const c = document.querySelector('.rl-count');"
@@ -123,7 +124,12 @@ def test_explore_notebook_runs_and_the_widget_responds(browser, lab, tmp_path):
         page.locator(".rl-rows select option").first.click()
         trajectory = page.locator(".rl-explorer .rl-trajectory")
         trajectory.wait_for(timeout=15_000)
-        assert f"sample {sample_id}" in trajectory.inner_text()
+        shown = trajectory.inner_text()
+        assert f"sample {sample_id}" in shown
+        # the numbers the store holds, as fmt writes them everywhere (#35)
+        assert f"score {fmt.number(score)}" in shown and f"latency {fmt.seconds(latency)}" in shown, kind
+        if kind == "tau2":  # what the task expected, beside the answer
+            assert "expected actions:" in shown
         assert trajectory.locator(".rl-call").count() == n_calls > 0, kind
         messages = trajectory.locator(".rl-msg")
         if kind == "endpoint":  # no messages in endpoint logs: the calls, listed by turn

@@ -347,6 +347,23 @@ def test_infra_errors_and_truncation_that_differ_are_caveats(load, con):
     assert v.loc["infra", "section"] == v.loc["truncation", "section"] == "methods-rollouts"
 
 
+def test_unknown_stop_words_are_named_in_the_truncation_caveat(load, con):
+    """No rollout cut at a known limit, but 2 of 100 candidate rollouts stopped with a word no
+    vocabulary knows: 2% may be cut, above TRUNCATED_WARN (1%) — a concern that names the word."""
+    from rolloutlab.views import report
+
+    records = [rollout("a", f"s{i}", float(i % 2), ["search"], stop_reason="stop") for i in range(100)]
+    records += [rollout("b", f"s{i}", float(i % 2), ["search"], stop_reason="pause_turn_x" if i < 2 else "stop")
+                for i in range(100)]
+    load(records)
+    assert report.TRUNCATED_WARN < 2 / 100
+    line = report.verdict(con, "a", "b", n_boot=200).set_index("topic").loc["truncation"]
+    assert bool(line.concern)
+    assert line.line.startswith("Truncated rollouts (stopped by a turn, token or time limit, scored as they ended): "
+                                "0 of 100 (0%) in a, 0 of 100 (0%) in b; counted as not cut, though their producer's "
+                                "stop reason is one rolloutlab does not know: 2 in b ('pause_turn_x' (2))")
+
+
 def _section(html: str, name: str) -> str:
     part = html[html.index(f"<section id='{name}'>"):]
     return part[:part.index("</section>")]

@@ -338,3 +338,36 @@ def test_a_missing_value_reads_as_a_dash(demo):
     assert not [m for m in re.findall(r">\s*-?([\d,]*\.\d+)\s*<", text)
                 if len(m.replace(".", "").replace(",", "").lstrip("0")) > 4]
     assert "tool_budget = —" in text  # a threshold nobody set
+
+
+def test_the_page_and_its_pdf_read_the_same_numbers(demo, con, browser, tmp_path):
+    """#35: the shared numbers read off the report as Chromium shows it and off the PDF it prints
+    (pypdf's text): the headline score of each run (mean of sample means), the detectable
+    difference, each run's cost per rollout, the capacity sentence — each from its one function."""
+    import unicodedata
+
+    import pypdf
+
+    from rolloutlab.analysis.compare import MEAN_OF_SAMPLE_MEANS
+
+    score = rl.compare(con, BASE, CANDIDATE, n_boot=200).set_index("metric").loc["score"]
+    cost = rl.cost(con, [BASE, CANDIDATE]).set_index("run")
+    mde = rl.power(con, BASE, CANDIDATE).attrs["mde"]
+    capacity = rl.capacity_change(con, BASE, CANDIDATE, **config.DEMO_PLANNED_STEP).attrs["sentence"]  # the demo's step
+    shared = [f"Score ({MEAN_OF_SAMPLE_MEANS}) {score.base:.3f} → {score.candidate:.3f}",
+              f"could detect differences of ±{mde:.3g}".rstrip("0"),
+              *(fmt.dollars(cost.loc[r, "cost_per_rollout"]) for r in (BASE, CANDIDATE)),
+              capacity]
+    page, errors = open_report(browser, demo.report.as_uri(), 1200)
+    shown = " ".join(page.inner_text("body").split())
+    pdf = tmp_path / "report.pdf"
+    page.emulate_media(media="print")
+    pdf.write_bytes(page.pdf(format="A4"))
+    page.close()
+    # NFKC: the PDF's fonts print "ff" as one ligature
+    printed = unicodedata.normalize("NFKC", " ".join(p.extract_text() for p in pypdf.PdfReader(pdf).pages))
+    assert errors == []
+    for number in shared:
+        assert " ".join(number.split()) in shown, number
+        # a line may break anywhere in print: compared without spaces
+        assert "".join(number.split()) in "".join(printed.split()), number

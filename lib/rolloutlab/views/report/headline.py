@@ -12,6 +12,7 @@ from ...analysis.audit import audit, audit_counts
 from ...analysis.compare import (GRADER_PREFIX, MEAN_OF_SAMPLE_MEANS, RATIO_METRICS, compare, compare_without,
                                 significance)
 from ...analysis.metrics import grader_stats, summary
+from ...analysis.metrics.costs import truncation, unknown_words_text
 from ...analysis.readiness import check
 from ...text import fmt
 from ...text.fmt import unit_diff, unit_interval, unit_value
@@ -70,7 +71,7 @@ def verdict(con: duckdb.DuckDBPyConnection, base: str, candidate: str, cmp: pd.D
     check, ``grader_stats(...).attrs["pairs"]``); infra errors and never-graded rollouts (a
     concern when their share differs between the runs, Fisher's exact test p < ``INFRA_DIFFER_P``,
     or a readiness check of either run warns on them); truncated rollouts (a concern above
-    ``TRUNCATED_WARN`` of either run); samples only one run scored. ``cmp``, ``suspects``, ``checks`` (run -> ``check``
+    ``TRUNCATED_WARN`` of either run, counting stop reasons rolloutlab does not know, which it names); samples only one run scored. ``cmp``, ``suspects``, ``checks`` (run -> ``check``
     frame) are computed when not given."""
     base, candidate = two_runs(con, base, candidate)
     cmp = require_shared(compare(con, base, candidate, n_boot=n_boot) if cmp is None else cmp)
@@ -175,7 +176,15 @@ def verdict(con: duckdb.DuckDBPyConnection, base: str, candidate: str, cmp: pd.D
     # truncation
     trunc = {run: (int(counts.loc[run].n_truncated), int(counts.loc[run].rollouts)) for run in (base, candidate)}
     said = f"{_share_of(*trunc[base])} in {base}, {_share_of(*trunc[candidate])} in {candidate}"
-    if any(t and n / t > TRUNCATED_WARN for n, t in trunc.values()):
+    # stop words rolloutlab does not know are counted as not cut: said, with their counts
+    stops = truncation(con, [base, candidate]).set_index("run")
+    unknown = {run: (int(stops.loc[run].unknown_stop), stops.loc[run].unknown_words) for run in (base, candidate)
+               if run in stops.index and stops.loc[run].unknown_stop}
+    if unknown:
+        said += ("; counted as not cut, though their producer's stop reason is one rolloutlab does not know: "
+                 + ", ".join(f"{fmt.count(n)} in {run} ({unknown_words_text(words)})"
+                             for run, (n, words) in unknown.items()))
+    if any(t and (n + unknown.get(run, (0,))[0]) / t > TRUNCATED_WARN for run, (n, t) in trunc.items()):
         add("truncation", True, sum(n for n, _ in trunc.values()),
             f"Truncated rollouts (stopped by a turn, token or time limit, scored as they ended): {said}. A run "
             "that hits its limits more often loses score to them: part of the difference may be the limit, "
