@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import rolloutlab as rl
+from rolloutlab.analysis import readiness
 from conftest import rollout
 
 
@@ -61,12 +62,12 @@ def test_healthy_run_passes(run_checks):
     assert df.set_index("check").loc["signal_share", "value"] == pytest.approx(0.6)
     assert "attempts per sample give 30.0% of samples both a pass and a fail" in df.set_index("check").loc["signal_share", "advice"]
     assert df.set_index("check").loc["saturation", "value"] == pytest.approx(0.4)
-    assert not rl.readiness.failed(df)
+    assert not readiness.failed(df)
 
 
 def test_baseline_zero_fails_and_partial_only_warns(run_checks, load, con):
     df = run_checks([rollout("z", f"s{i}", 0.0) for i in range(20)], run="z")
-    assert status(df, "baseline_nonzero") == "fail" and rl.readiness.failed(df)
+    assert status(df, "baseline_nonzero") == "fail" and readiness.failed(df)
     load([rollout("p", f"s{i}", 0.5) for i in range(20)])
     assert status(rl.check(con, "p"), "baseline_nonzero") == "warn"
 
@@ -214,7 +215,7 @@ def test_truncation_check(run_checks, n_cut, expected):
 
 
 def test_truncation_thresholds_are_listed_and_overridable(run_checks, con):
-    known = rl.readiness.all_thresholds()
+    known = readiness.all_thresholds()
     assert (known["truncation_warn"], known["truncation_fail"]) == (0.02, 0.10)
     df = run_checks(truncated_run(3), run="t", truncation_warn=0.05)
     assert status(df, "truncation") == "pass"
