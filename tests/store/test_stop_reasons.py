@@ -66,7 +66,10 @@ PROVIDER_WORDS = [
     # Bedrock Converse stopReason
     ("guardrail_intervened", "error"), ("content_filtered", "error"),
     # Inspect, tau2, vLLM / verl / TRL
-    ("model_length", "context"), ("limit: working", "time_limit"), ("max_steps", "turn_limit"), ("abort", "error")]
+    ("model_length", "context"), ("limit: working", "time_limit"), ("max_steps", "turn_limit"), ("abort", "error"),
+    # verifiers' stop_condition (its environments' @stop methods)
+    ("max_turns_reached", "turn_limit"), ("prompt_too_long", "context"), ("has_error", "error"),
+    ("no_tools_called", "stop"), ("state_completed", "stop")]
 
 
 @pytest.mark.parametrize("raw, want", PROVIDER_WORDS)
