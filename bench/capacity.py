@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import rolloutlab as rl
-from rolloutlab import demo_server
+from rolloutlab.capture import demo_server
 
 from common import machine
 

@@ -19,7 +19,7 @@ import time
 import numpy as np
 from fastapi import FastAPI, Request
 
-from rolloutlab import demo_server
+from rolloutlab.capture import demo_server
 from rolloutlab.capture import CaptureMiddleware
 
 from common import machine

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 import rolloutlab as rl
-from rolloutlab import synth
+from rolloutlab.demo import synth
 
 from common import best_of, machine, open_read_only, print_timings
 

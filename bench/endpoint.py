@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rolloutlab import synth
+from rolloutlab.demo import synth
 
 from common import machine, print_children, run_child, size_parser
 

@@ -15,7 +15,8 @@ import statistics
 import time
 
 import rolloutlab as rl
-from rolloutlab import synth, widgets
+from rolloutlab.demo import synth
+from rolloutlab.views import widgets
 
 from common import machine, size_parser
 

@@ -72,7 +72,7 @@ def main() -> None:
     ap.add_argument("--pandas", action="store_true", help="also the pandas loader (slow)")
     args = ap.parse_args()
 
-    from rolloutlab import synth
+    from rolloutlab.demo import synth
 
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "base.jsonl"

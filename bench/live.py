@@ -51,7 +51,7 @@ while time.time() < end:
 
 
 def append_rollouts(path: Path, n: int) -> None:
-    from rolloutlab import synth
+    from rolloutlab.demo import synth
 
     with open(path, "a") as fh:
         for i, record in enumerate(synth.generate(samples=n // 4 + 1, attempts=4, checkpoints=("base",), seed=777,
@@ -106,7 +106,7 @@ def writer_wait(db: Path) -> float:
 def main() -> None:
     ap = size_parser()
     args = ap.parse_args()
-    from rolloutlab import synth
+    from rolloutlab.demo import synth
 
     args.out.mkdir(parents=True, exist_ok=True)
     src = args.out / "base.jsonl"

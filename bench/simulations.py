@@ -35,8 +35,9 @@ from pathlib import Path
 import numpy as np
 
 import rolloutlab as rl
-from rolloutlab import stats, synth
-from rolloutlab.compare import paired_table
+from rolloutlab.analysis import stats
+from rolloutlab.demo import synth
+from rolloutlab.analysis.compare import paired_table
 
 from common import machine
 
@@ -303,12 +304,12 @@ def ppi_section(reps: int, seed: int) -> dict:
 # --- failure modes (a hook) ---------------------------------------------------------------------
 
 def failure_modes_section(reps: int, seed: int) -> dict:
-    from rolloutlab import failures
+    from rolloutlab.analysis import failure_modes as failures
 
     hook = getattr(failures, "null_diff_rate", None)
     if hook is None:
         print("failure_modes: skipped (the failure-mode diff's null rate is measured by its own work; "
-              "define rolloutlab.failures.null_diff_rate(reps, seed) -> dict and it runs here)")
+              "define rolloutlab.analysis.failure_modes.null_diff_rate(reps, seed) -> dict and it runs here)")
         return {"skipped": True}
     result = hook(reps=reps, seed=seed)
     print(f"failure_modes: {result}")

@@ -28,7 +28,7 @@ def main() -> None:
     ap = size_parser()
     ap.add_argument("--sizes", default="50000,250000,500000", help="samples per file (x4 attempts)")
     args = ap.parse_args()
-    from rolloutlab import synth
+    from rolloutlab.demo import synth
 
     rows = []
     for samples in (int(s) for s in args.sizes.split(",")):

@@ -15,7 +15,7 @@ or slip in arithmetic (a number no tool returned). Five failure modes are plante
 - ``unit_error``: an honest path, the right value in another form ("28.9 million", "28900000")
   or the right digits in the wrong unit ("$28.9B", "28.9 thousand").
 
-Used by tests/test_failures.py and bench/failure_modes.py (``planted_records``, ``truth``)."""
+Used by tests/analysis/test_failure_modes.py and bench/failure_modes.py (``planted_records``, ``truth``)."""
 from __future__ import annotations
 
 import random

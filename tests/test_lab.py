@@ -15,7 +15,9 @@ import urllib.request
 import pytest
 
 import rolloutlab as rl
-from rolloutlab import config, fmt, synth
+from rolloutlab import config
+from rolloutlab.demo import synth
+from rolloutlab.text import fmt
 
 TAU2_FILE = "tau2-sft/gpt-4.1_airline_default_gpt-4.1_1trials.json"  # under config.real_data_dir()
 

@@ -8,7 +8,8 @@ import pytest
 from nbclient import NotebookClient
 
 import rolloutlab as rl
-from rolloutlab import config, synth
+from rolloutlab import config
+from rolloutlab.demo import synth
 
 NOTEBOOKS = sorted(config.NOTEBOOKS_DIR.glob("*.ipynb"))
 
@@ -62,7 +63,7 @@ def test_executes_end_to_end(path, small_db, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert images, "every notebook shows at least one figure"
-    assert not raw_values(outputs), "tables go through rolloutlab.fmt (fmt.styled, fmt.facts)"
+    assert not raw_values(outputs), "tables go through rolloutlab.text.fmt (fmt.styled, fmt.facts)"
 
 
 def raw_values(outputs) -> list[str]:

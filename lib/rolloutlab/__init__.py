@@ -1,21 +1,22 @@
 """rolloutlab: a Jupyter workbench for Agent RFT rollout logs, backed by DuckDB."""
-from .catalog import rejects, runs, sources
+from .store.catalog import rejects, runs, sources
 from .ingest import IngestError, IngestFailed, detect_format, ingest
 from .ingest.identity import RunNameError, merge_runs, rename_run
-from .metrics.common import reward_scale, set_reward_scale
-from .metrics import (UnknownRunError, capacity, capacity_change, in_flight, projection_error, grader_pairs, grader_stats, latency, latency_ecdf, rollout_table, sample_stats, signal_plan, summary, training_runs,
-                      tool_pairs, tool_stats, training_jobs, training_metrics)
-from .metrics import (PriceWarning, cost, cost_per_sample_frame, frontier, job_cost, job_usage, price_table, rollout_costs,
-                      tokens, truncation, truncation_check)
-from .power_analysis import power
-from .labelling import export_labels, import_labels, label, labelling_sample, labels
-from .calibration import grader_calibration
-from .readiness import check
-from .audit import audit
-from .compare import by_step, compare, compare_without, distribution_shift, sample_deltas, shift_test
-from .widgets import explore
-from .lake import connect_lake, export
-from .store import DatabaseLockedError, SchemaVersionError, SharedReader, StoreError, connect, transaction
+from .analysis.metrics.common import reward_scale, set_reward_scale
+from .analysis.metrics import (UnknownRunError, capacity, capacity_change, in_flight, projection_error, grader_pairs, grader_stats,
+                               latency, latency_ecdf, rollout_table, sample_stats, signal_plan, summary, training_runs,
+                               tool_pairs, tool_stats, training_jobs, training_metrics)
+from .analysis.metrics import (PriceWarning, cost, cost_per_sample_frame, frontier, job_cost, job_usage, price_table,
+                               rollout_costs, tokens, truncation, truncation_check)
+from .analysis.power_analysis import power
+from .analysis.labelling import export_labels, import_labels, label, labelling_sample, labels
+from .analysis.calibration import grader_calibration
+from .analysis.readiness import check
+from .analysis.audit import audit
+from .analysis.compare import by_step, compare, compare_without, distribution_shift, sample_deltas, shift_test
+from .views.widgets import explore
+from .store.lake import connect_lake, export
+from .store.database import DatabaseLockedError, SchemaVersionError, SharedReader, StoreError, connect, transaction
 
 from .version import __version__
 
@@ -27,23 +28,27 @@ _pd.set_option("display.html.use_mathjax", False)
 _pd.set_option("styler.html.mathjax", False)
 
 # Heavy (plotly) names load on first use, so that `import rolloutlab` and the CLI stay light.
-_LAZY = {"build_report": "report", "write_report": "report", "verdict": "report", "plots": None, "spark": None,
-         "live": "liveview",
-         "live_frame": "liveview",
+# name -> its module (None: the name is the module, as in ``rl.plots``)
+_LAZY = {"build_report": "views.report", "write_report": "views.report", "verdict": "views.report",
+         "plots": "views.plots", "spark": "store.spark",
+         "live": "views.liveview",
+         "live_frame": "views.liveview",
          # curation (analysis) and the writers of training files
-         "curate": "curation", "signal_by_step": "curation", "write_curated": "datasets",
+         "curate": "analysis.curation", "signal_by_step": "analysis.curation", "write_curated": "exports.training_files",
          # failure modes (scikit-learn loads with them)
-         "failure_modes": "failures", "failure_mode_of": "failures",
-         "failure_modes_diff": "failures", "trajectory_diff": "failures", "sample_diff": "failures",
-         "endpoint_labeler": "failure_labeler"}
+         "failure_modes": "analysis.failure_modes", "failure_mode_of": "analysis.failure_modes",
+         "failure_modes_diff": "analysis.failure_modes", "trajectory_diff": "analysis.trajectories",
+         "sample_diff": "analysis.trajectories",
+         "endpoint_labeler": "analysis.failure_labeler"}
+_MODULES = {"plots", "spark"}
 
 
 def __getattr__(name):
     if name in _LAZY:
         import importlib
 
-        module = importlib.import_module(f".{_LAZY[name] or name}", __name__)
-        return module if _LAZY[name] is None else getattr(module, name)
+        module = importlib.import_module(f".{_LAZY[name]}", __name__)
+        return module if name in _MODULES else getattr(module, name)
     raise AttributeError(f"module 'rolloutlab' has no attribute {name!r}")
 
 

@@ -220,7 +220,7 @@ LABEL_SHOWN_REJECTS = 5
 # rl.cost(prices=...) takes your own file or dict), the tools the truncation check names, the
 # formats whose output_tokens already count reasoning (Inspect's ModelUsage), the providers whose
 # "<provider>/<model>" names are priced as <model>, and the resamples of cost CIs.
-PRICES_FILE = Path(__file__).resolve().parent / "metrics" / "prices.toml"
+PRICES_FILE = Path(__file__).resolve().parent / "analysis" / "metrics" / "prices.toml"
 # a price above this (USD per 1M tokens) is a typo, not a model: the most expensive list prices are ~$600
 PRICE_MAX_PER_MTOK = 100_000
 JOB_STEPS_MAX = 1_000_000  # capacity --steps: a job longer than this is a typo
@@ -285,7 +285,7 @@ def progress_disabled() -> bool | None:
     return None  # tqdm decides from the stream (None = off when not a TTY)
 
 
-# failure modes (failures.py)
+# failure modes (analysis/failure_modes.py) and trajectory diffs (analysis/trajectories.py)
 FAILURE_MODES_K_MAX = 12            # k is chosen in 2..min(K_MAX, sqrt(failures / 2)) by silhouette (k= overrides)
 FAILURE_MODES_SILHOUETTE_SAMPLE = 2000  # failures the silhouette of each k is measured on
 FAILURE_MODES_LINKAGE_MAX = 4000    # average linkage: distinct failure vectors linked (a seeded sample beyond)

@@ -1,4 +1,5 @@
-"""Ingest: files -> canonical tables, one transaction per call, bad records -> ``rejects``.
+"""Ingest: files -> canonical tables, one transaction per call, bad records -> ``rejects``; ``watch`` follows
+growing logs. May import store, text and config; never analysis, views, exports, capture, demo or cli.
 
 Each input format is one module of ``ingest/formats/`` with ``FORMAT``, ``sniff(path, head,
 first_record) -> bool`` and ``load(ctx) -> LoadResult``; this module picks the format, tracks
@@ -18,7 +19,8 @@ import duckdb
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .. import config, lake, store
+from .. import config
+from ..store import lake, database as store
 from . import filescan, identity
 from .batch import Batch, BatchFailed, Target
 from .context import LoadContext, LoadResult

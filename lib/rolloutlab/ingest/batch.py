@@ -27,7 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from .. import config
-from ..store import glob_literal
+from ..store.database import glob_literal
 from .context import Converted, LoadContext, LoadResult
 from .formats import native
 from .lines import STAGED_REJECTS, ends_with_newline

@@ -19,8 +19,8 @@ from typing import Iterable
 
 import duckdb
 
-from .. import store
-from ..store import run_sql
+from ..store import database as store
+from ..store.database import run_sql
 
 KEY = ("label", "evaluation", "step", "split")
 SAME_KEY = " AND ".join(f"a.{c} IS NOT DISTINCT FROM b.{c}" for c in KEY)
@@ -216,7 +216,7 @@ def merge_runs(con: duckdb.DuckDBPyConnection, runs: Iterable[str], as_: str) ->
     setting run at two times): their rollouts become one run; an attempt number two of them share
     is renumbered after the run's last (the producer's number stays in ``attempt_raw``). Runs of
     different steps or splits are never one run: that is refused. Returns the run's name."""
-    from ..metrics.common import resolve_runs
+    from ..store.catalog import resolve_runs
 
     store.require_writer(con, "merging runs")
     names = list(dict.fromkeys(resolve_runs(con, list(runs), expand=True)))
@@ -253,7 +253,7 @@ def merge_runs(con: duckdb.DuckDBPyConnection, runs: Iterable[str], as_: str) ->
 
 def rename_run(con: duckdb.DuckDBPyConnection, run: str, name: str) -> str:
     """Call run ``run`` ``name`` from now on, across re-ingest. Returns the new name."""
-    from ..metrics.common import resolve_run
+    from ..store.catalog import resolve_run
 
     store.require_writer(con, "renaming a run")
     old = resolve_run(con, run)

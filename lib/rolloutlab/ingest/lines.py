@@ -16,7 +16,7 @@ from typing import Iterator
 import duckdb
 
 from .. import config
-from ..store import glob_literal
+from ..store.database import glob_literal
 
 LINES_TABLE = "_rl_lines"  # (line_no, line): non-blank, decodable lines
 STAGED_REJECTS = "_rl_rejects"  # (line_no, raw, reason): what a loader could not load

@@ -12,13 +12,14 @@ from __future__ import annotations
 import tempfile
 from dataclasses import replace
 
-from ... import config, store
+from ... import config
+from ...store import database as store
 from .. import identity
 from ..context import LoadContext, LoadResult
 from ..filescan import line_chunks
 from ..fields import Field, first_problem_sql, lit, required_checks, type_checks
 from ..lines import gathered_rejects
-from ...stop_reasons import stop_reason_sql
+from ...store.stop_reasons import stop_reason_sql
 
 FORMAT = "native"
 FORMAT_VERSION = 1

@@ -7,8 +7,8 @@ whichever file or ingest call brought them. Everything is SQL.
 """
 from __future__ import annotations
 
-from ... import store
-from ...store import run_sql
+from ...store import database as store
+from ...store.database import run_sql
 from .. import identity
 from ..context import LoadContext, LoadResult
 from ..convert import INFRA_MARKERS
