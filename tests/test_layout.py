@@ -104,3 +104,22 @@ def test_every_subpackage_says_what_it_holds_and_what_it_may_import():
         first = doc.split("\n\n")[0]
         assert len(first.splitlines()) == 2 and "import" in first, (
             f"{init.parent.name}/__init__.py: its first two lines say what lives there and what it may import")
+
+
+def test_names_people_import_from_the_package_still_resolve():
+    """Every rl.* name, and the modules the docs told people to import by name before this layout
+    (``from rolloutlab import fmt, plots, report, spark, synth``), resolve — lazily, so that
+    ``import rolloutlab`` stays light."""
+    import subprocess
+    import sys
+
+    import rolloutlab as rl
+
+    for name in rl.__all__:
+        assert getattr(rl, name) is not None, name
+    code = ("import sys, rolloutlab as rl; heavy = {'plotly', 'sklearn', 'pyspark'} & set(sys.modules); "
+            "from rolloutlab import fmt, plots, report, spark, synth; "
+            "assert (fmt.__name__, report.__name__, synth.__name__) == "
+            "('rolloutlab.text.fmt', 'rolloutlab.views.report', 'rolloutlab.demo.synth'); print(sorted(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"  # nothing heavy loads with the package itself

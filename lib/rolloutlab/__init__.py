@@ -40,7 +40,10 @@ _LAZY = {"build_report": "views.report", "write_report": "views.report", "verdic
          "failure_modes_diff": "analysis.failure_modes", "trajectory_diff": "analysis.trajectories",
          "sample_diff": "analysis.trajectories",
          "endpoint_labeler": "analysis.failure_labeler"}
-_MODULES = {"plots", "spark"}
+# modules people import by their name from the package (docs before the layout of #40 did):
+# ``from rolloutlab import fmt, plots, report, synth``
+_LAZY.update({"fmt": "text.fmt", "report": "views.report", "synth": "demo.synth"})
+_MODULES = {"plots", "spark", "fmt", "report", "synth"}
 
 
 def __getattr__(name):

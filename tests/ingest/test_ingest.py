@@ -131,6 +131,20 @@ def test_folder_means_every_file_in_it(con, tmp_path):
     assert result.loaded.sum() == 7
 
 
+def test_every_format_says_which_files_it_reads():
+    """A format module declares its file types (FILE_TYPES): the CLI's list of what ingest reads is
+    built from them, so a new format is one module here, not an edit elsewhere."""
+    from rolloutlab.ingest.formats import FILE_KINDS, MODULES, file_types
+
+    for module in MODULES:
+        assert module.FILE_TYPES and all(kind in FILE_KINDS for kind, _ in module.FILE_TYPES), module.FORMAT
+        assert all(what.split(" (")[0] == module.FORMAT for _, what in module.FILE_TYPES), module.FORMAT
+    listed = dict(file_types())
+    assert list(listed) == list(FILE_KINDS.values())
+    assert listed["Inspect logs (.eval)"] == ["inspect"] and "native" in listed["JSON lines (.jsonl, or any name)"]
+    assert {w.split(" (")[0] for ws in listed.values() for w in ws} == set(FORMATS)
+
+
 def test_unknown_format_fails_that_file_only(con, tmp_path):
     odd = tmp_path / "odd.jsonl"
     odd.write_text('{"hello": "world"}\n')

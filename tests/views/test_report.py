@@ -503,3 +503,15 @@ def test_a_failing_section_does_not_kill_the_report(report_db, monkeypatch):
     assert html.count("could not be built") == 1
     with pytest.raises(ValueError):  # runs that are not there are still an error, not a report of failures
         rl.build_report(report_db, "base", "nope", n_boot=50, progress=False)
+
+
+def test_a_check_s_share_reads_as_a_percentage_wherever_it_is_shown():
+    """The report and `rolloutlab check` write a check's value by its kind (readiness.SHARE_CHECKS):
+    the truncated share read 0.00502 before."""
+    from rolloutlab.analysis.readiness import CHECKS, SHARE_CHECKS
+    from rolloutlab.views.report import check_value
+
+    assert check_value("truncation", 0.00502) == "0.5%" and check_value("signal_share", 0.355) == "35.5%"
+    assert check_value("dataset_size", 1200) == "1,200" and check_value("power", float("nan")) == ""
+    names = {c.__name__.removeprefix("check_") for c in CHECKS}
+    assert SHARE_CHECKS <= names, SHARE_CHECKS - names

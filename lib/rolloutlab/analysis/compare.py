@@ -63,6 +63,12 @@ RATIO_METRICS = {
 PER_SAMPLE_METRICS = ("score", "pass@1", "best_of_n")  # also get the clustered standard error
 LATENCY_METRICS = {"latency_p50": 0.50, "latency_p95": 0.95}
 GRADER_PREFIX = "grader:"  # per-grader rows: "grader:<name>", the sample's mean score from that grader
+# Metrics where a rise is an improvement, and where a fall is: a metric's direction lives with it
+# (the report's verdict says "better" / "worse" by them; any other primary: "higher" / "lower").
+HIGHER_IS_BETTER = {"score", "pass@1", "best_of_n"}
+LOWER_IS_BETTER = {"tool_calls_per_rollout", "long_tail_share", "truncated_share", "turns_per_rollout",
+                   "tokens_per_rollout", "cost_per_rollout", "cost_per_solved", "infra_error_rate", "latency_p50",
+                   "latency_p95"}
 
 
 def per_sample_sql(adjusted: bool = False) -> str:

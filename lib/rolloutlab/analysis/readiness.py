@@ -514,6 +514,11 @@ def check_split_shift(c: Context) -> dict:
     return _row("split_shift", "pass", worst, thr, "Splits look alike in score, tool calls and prompt length.")
 
 
+# Checks whose value is a share of 0..1 (people read a percentage); the others' values are counts
+# or plain numbers. A check's kind of value lives with it.
+SHARE_CHECKS = {"signal_share", "saturation", "infra_errors", "ungraded", "rejected_records", "truncation",
+                "long_tail", "tool_budget"}
+
 CHECKS: list[Callable[[Context], dict]] = [
     check_baseline_nonzero, check_attempts, check_signal_share, check_saturation, check_reward_granularity,
     check_infra_errors, check_ungraded, check_rejected_records, check_grader_consistency, check_graders,

@@ -91,28 +91,16 @@ def cmd_ingest(args) -> int:
     return EXIT_FAILED if nothing or (result.action == "failed").all() else EXIT_OK
 
 
-# What ``ingest`` reads, by file type (the formats detect themselves from a file's first record;
-# docs/formats.md). Every format of ingest.formats.FORMATS is named here (tests/cli/test_cli.py).
-LOG_FILE_TYPES = [
-    ("JSON lines (.jsonl, or any name)", ["native", "rft-endpoint", "buildhours", "openai-chat", "openai-evals",
-                                          "openai-finetune", "verl", "art (history.jsonl)",
-                                          "verifiers (vf-eval results.jsonl)", "gemini-metrics"]),
-    ("JSON (.json)", ["tau-bench", "tau2", "inspect", "openai-evals", "openai-finetune",
-                      "verifiers (metadata.json, read with its results.jsonl)"]),
-    ("Inspect logs (.eval)", ["inspect"]),
-    ("Parquet (.parquet)", ["trl (completions_*.parquet)", "art (trajectories)"]),
-    ("CSV (.csv)", ["bedrock-metrics (step_wise_training_metrics.csv, validation_metrics.csv)", "gemini-metrics"]),
-]
-
-
 def _no_log_files(paths) -> str:
     """Why an ingest of these folders read nothing: no files below them (hidden ones are skipped),
-    and what it looks for."""
+    and what it looks for (every format's file types)."""
+    from ..ingest.formats import file_types
+
     folders = [Path(p) for p in paths if Path(p).is_dir()]
     hidden = sum(1 for folder in folders for f in folder.rglob("*")
                  if f.is_file() and any(part.startswith(".") for part in f.relative_to(folder).parts))
     where = ", ".join(str(f) for f in folders) or ", ".join(map(str, paths))
-    looked = "\n".join(f"  {kind}: {', '.join(formats)}" for kind, formats in LOG_FILE_TYPES)
+    looked = "\n".join(f"  {kind}: {', '.join(formats)}" for kind, formats in file_types())
     return (f"no log files in {where}: {'the folder holds' if len(folders) == 1 else 'the folders hold'} no files "
             + (f"other than {hidden} hidden one(s) (names starting with '.', skipped)" if hidden else "at all")
             + f", nothing was loaded. ingest reads every file below a folder:\n{looked}\n"

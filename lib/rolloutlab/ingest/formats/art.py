@@ -33,6 +33,7 @@ from .. import step_metrics
 from ..parquet import Unreadable, columns, rows
 
 FORMAT = "art"
+FILE_TYPES = (("jsonl", "art (history.jsonl)"), ("parquet", "art (trajectories)"))  # what ingest reads of it (formats.file_types)
 SPLITS = {"train": "train", "val": "valid", "valid": "valid", "eval": "valid", "test": "test"}
 HISTORY_SKIP = {"step", "recorded_at", "training_step"}
 SCENARIO_KEYS = ("scenario_id", "scenario", "task_id", "id")

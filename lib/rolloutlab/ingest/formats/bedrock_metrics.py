@@ -25,6 +25,7 @@ from ..convert import BadField, int32, preview
 from .openai_finetune import split_metric
 
 FORMAT = "bedrock-metrics"
+FILE_TYPES = (("csv", "bedrock-metrics (step_wise_training_metrics.csv, validation_metrics.csv)"),)  # what ingest reads of it (formats.file_types)
 NOT_METRICS = {"step_number", "epoch_number"}
 JOB_FOLDER = re.compile(r"model-customization-job-([A-Za-z0-9_-]+)")
 # the guide's RFT metric names -> (split, metric), as the other trainers name them

@@ -15,6 +15,7 @@ from ..convert import (BadField, field, harness_error_status, jsonl_items, load_
                        preview, text_of)
 
 FORMAT = "buildhours"
+FILE_TYPES = (("jsonl", "buildhours"),)  # what ingest reads of it (formats.file_types)
 BATCHED = True  # records only staged through convert.load_items: they load with other files' (ingest.batch)
 
 

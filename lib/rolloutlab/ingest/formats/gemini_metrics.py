@@ -27,6 +27,7 @@ from .bedrock_metrics import csv_records
 from .openai_finetune import split_metric
 
 FORMAT = "gemini-metrics"
+FILE_TYPES = (("jsonl", "gemini-metrics"), ("csv", "gemini-metrics"))  # what ingest reads of it (formats.file_types)
 # the documented names (without a leading "/" or a reward's name)
 NAMES = ("mean_reward", "generation_length", "thinking_token_length", "mean_reward_latency", "p95_reward_latency",
          "mean_sampling_latency", "p95_sampling_latency", "processing_time", "p95_processing_time",

@@ -50,6 +50,7 @@ from ..ziparchive import Archive
 from ...config import INSPECT_PROGRESS_MIN_SAMPLES
 
 FORMAT = "inspect"
+FILE_TYPES = (("json", "inspect"), ("eval", "inspect"))  # what ingest reads of it (formats.file_types)
 BATCHED = True  # records only staged through convert.load_items: they load with other files' (ingest.batch)
 LETTERS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
 # what reading one zip member can raise (MemberError is a ValueError, as is bad JSON)

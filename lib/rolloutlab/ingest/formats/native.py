@@ -22,6 +22,7 @@ from ..lines import gathered_rejects
 from ...store.stop_reasons import stop_reason_sql
 
 FORMAT = "native"
+FILE_TYPES = (("jsonl", "native"),)  # what ingest reads of it (formats.file_types)
 FORMAT_VERSION = 1
 BATCHED = True  # a small file's lines load with other files' (ingest.batch)
 

@@ -12,6 +12,7 @@ from ..convert import field, jsonl_items, load_items, prompt_sample_id
 from . import native
 
 FORMAT = "openai-chat"
+FILE_TYPES = (("jsonl", "openai-chat"),)  # what ingest reads of it (formats.file_types)
 BATCHED = True  # records only staged through convert.load_items: they load with other files' (ingest.batch)
 # Fields of a native record that a chat transcript may carry beside its messages: kept, never dropped.
 KEPT_AS_THEY_ARE = ("model", "checkpoint", "step", "split", "started_at", "ended_at", "latency_s", "status",

@@ -20,6 +20,7 @@ from ..context import LoadContext, LoadResult
 from ..convert import BadField, Item, classify_error, dumps, field, guarded, json_kind, load_items, obj, preview, text_of
 
 FORMAT = "openai-evals"
+FILE_TYPES = (("jsonl", "openai-evals"), ("json", "openai-evals"))  # what ingest reads of it (formats.file_types)
 BATCHED = True  # records only staged through convert.load_items: they load with other files' (ingest.batch)
 ITEM, RUN = "eval.run.output_item", "eval.run"
 INFRA_CODES = ("server", "rate_limit", "timeout", "unavailable", "overloaded", "internal")

@@ -21,6 +21,7 @@ from .. import step_metrics
 from ..api_pages import Broken, api_objects, object_of, pages_with_more
 
 FORMAT = "openai-finetune"
+FILE_TYPES = (("jsonl", "openai-finetune"), ("json", "openai-finetune"))  # what ingest reads of it (formats.file_types)
 EVENT, JOB, CHECKPOINT = "fine_tuning.job.event", "fine_tuning.job", "fine_tuning.job.checkpoint"
 OBJECTS = (EVENT, JOB, CHECKPOINT)
 # full_valid_ is the whole validation set, valid_ one validation batch: two measurements, two splits

@@ -16,6 +16,7 @@ from ..fields import Field, first_problem_sql, lit, struct_type, type_checks
 from ..lines import LINES_TABLE, STAGED_REJECTS, Staged, drop_lines, stage_lines
 
 FORMAT = "rft-endpoint"
+FILE_TYPES = (("jsonl", "rft-endpoint"),)  # what ingest reads of it (formats.file_types)
 KINDS = ("tool", "grade", "sample")
 UNAUTHENTICATED = "(401, 403, 407)"  # statuses of a call refused before the endpoint ran it
 

@@ -29,6 +29,7 @@ from ..convert import (BadField, Evaluation, Item, field, guarded, json_kind, la
 from ..jsonscan import loads_lenient
 
 FORMAT = "tau2"
+FILE_TYPES = (("json", "tau2"),)  # what ingest reads of it (formats.file_types)
 BATCHED = True  # records only staged through convert.load_items: they load with other files' (ingest.batch)
 HEAD = 1 << 16  # what is_simulation looks at, as sniffing does
 # tau2's TerminationReason values -> status (the reason itself is kept as stop_reason)

@@ -22,6 +22,7 @@ from ..convert import Evaluation, Item, field, guarded, label_of, load_items, lo
 from ..jsonscan import loads_lenient
 
 FORMAT = "tau-bench"
+FILE_TYPES = (("json", "tau-bench"),)  # what ingest reads of it (formats.file_types)
 BATCHED = True  # records only staged through convert.load_items: they load with other files' (ingest.batch)
 # what an API error says when the conversation outgrew the model's context window
 CONTEXT_OVERFLOW = re.compile(r"context[ _]length|context window|maximum context|too many tokens", re.I)

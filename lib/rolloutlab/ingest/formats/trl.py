@@ -22,6 +22,7 @@ from ..inline_tools import parse_completion
 from ..parquet import Unreadable, columns, rows
 
 FORMAT = "trl"
+FILE_TYPES = (("parquet", "trl (completions_*.parquet)"),)  # what ingest reads of it (formats.file_types)
 BATCHED = True  # records only staged through convert.load_items: they load with other files' (ingest.batch)
 NOT_REWARDS = {"step", "prompt", "completion", "advantage"}
 STEP_IN_NAME = re.compile(r"completions_(\d+)$")

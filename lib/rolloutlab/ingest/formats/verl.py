@@ -19,6 +19,7 @@ from ..convert import dumps, field, jsonl_items, load_items, prompt_sample_id
 from ..inline_tools import parse_completion
 
 FORMAT = "verl"
+FILE_TYPES = (("jsonl", "verl"),)  # what ingest reads of it (formats.file_types)
 BATCHED = True  # records only staged through convert.load_items: they load with other files' (ingest.batch)
 KEYS = {"input", "output", "score", "step"}
 VALID_FOLDER = re.compile(r"(^|[^a-z])(val|valid|validation|eval|evaluation|test)([^a-z]|$)", re.I)

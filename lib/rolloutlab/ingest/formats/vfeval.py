@@ -35,6 +35,7 @@ from ..convert import (BadField, Evaluation, Item, dumps, field, harness_error_s
                        lenient_obj, load_items, loads_file, preview, readable)
 
 FORMAT = "verifiers"
+FILE_TYPES = (("jsonl", "verifiers (vf-eval results.jsonl)"), ("json", "verifiers (metadata.json, read with its results.jsonl)"))  # what ingest reads of it (formats.file_types)
 RESULTS, METADATA = "results.jsonl", "metadata.json"
 # row keys that are not rubric metrics (layouts A-D; a state column named in metadata is not one either)
 NOT_METRICS = {"example_id", "id", "prompt", "completion", "task", "answer", "info", "reward", "generation_ms",

@@ -9,8 +9,8 @@ from scipy.stats import fisher_exact
 
 from ... import config
 from ...analysis.audit import audit, audit_counts
-from ...analysis.compare import (GRADER_PREFIX, MEAN_OF_SAMPLE_MEANS, RATIO_METRICS, compare, compare_without,
-                                significance)
+from ...analysis.compare import (GRADER_PREFIX, HIGHER_IS_BETTER, LOWER_IS_BETTER, MEAN_OF_SAMPLE_MEANS, RATIO_METRICS,
+                                compare, compare_without, significance)
 from ...analysis.metrics import grader_stats, summary
 from ...analysis.metrics.costs import truncation, unknown_words_text
 from ...analysis.readiness import check
@@ -29,12 +29,6 @@ INFRA_DIFFER_P = 0.05
 # Readiness checks the verdict weighs in a line of their own (graders, infra errors; power: the
 # headline's one detectable-difference line, from the two runs' observed correlation).
 _OWN_TOPIC = {"graders", "infra_errors", "ungraded", "power"}
-# Metrics where a rise is an improvement, and where a fall is; the verdict says "better" / "worse"
-# by them (any other primary: "higher" / "lower").
-HIGHER_IS_BETTER = {"score", "pass@1", "best_of_n"}
-LOWER_IS_BETTER = {"tool_calls_per_rollout", "long_tail_share", "truncated_share", "turns_per_rollout",
-                   "tokens_per_rollout", "cost_per_rollout", "cost_per_solved", "infra_error_rate", "latency_p50",
-                   "latency_p95"}
 
 
 # --- the verdict ---------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from datetime import datetime
 import numpy as np
 import pandas as pd
 
+from ...analysis.readiness import SHARE_CHECKS
 from ...text import fmt
 from ...text.htmltext import esc as _e, missing
 
@@ -19,10 +20,6 @@ PRINT_WIDTH_PX = 680
 LONG_TEXT_OPEN = 600
 LONG_TEXT_MAX = 20_000
 SHORT_WORD = 20  # a cell of one word up to this long (a sample id) is never broken across lines
-# Readiness checks whose value is a share of 0..1 (shown as a percentage); the others are counts
-# or plain numbers.
-SHARE_CHECKS = {"signal_share", "saturation", "infra_errors", "ungraded", "rejected_records", "long_tail",
-                "tool_budget"}
 
 # The parts of the report (tables, verdict, cards, readiness): one rule per line, so that
 # ``fragment`` can scope them for a notebook.
