@@ -8,6 +8,7 @@ as percentages, p-values as statisticians write them. A missing value is an em d
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 
 MISSING = "—"
@@ -27,12 +28,22 @@ def _missing(x) -> bool:
         return False
 
 
+def _cell(kind):
+    """A kind of number as a cell shows it: a missing value as MISSING, a text cell (in a column of
+    numbers) as it is, else ``kind``'s rendering."""
+    @functools.wraps(kind)
+    def shown(x, *args, **kwargs):
+        if _missing(x):
+            return MISSING
+        if isinstance(x, str):
+            return x
+        return kind(x, *args, **kwargs)
+    return shown
+
+
+@_cell
 def number(x, sig: int = 3) -> str:
     """``sig`` significant digits (whole numbers from 1,000 on, with separators); 0 for residues."""
-    if _missing(x):
-        return MISSING
-    if isinstance(x, str):  # a text cell in a column of numbers
-        return x
     x = float(x)
     if math.isinf(x):
         return "∞" if x > 0 else "−∞"
@@ -47,22 +58,16 @@ def number(x, sig: int = 3) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+@_cell
 def signed(x, sig: int = 3) -> str:
     """A difference: always with its sign."""
-    if _missing(x):
-        return MISSING
-    if isinstance(x, str):  # a text cell in a column of numbers
-        return x
     text = number(x, sig)
     return text if text.startswith(("-", "−")) or text == "0" else "+" + text
 
 
+@_cell
 def share(x, digits: int = 1) -> str:
     """A share of 0..1 as a percentage: 0.1234 -> 12.3%; under 0.1% but above 0: <0.1%."""
-    if _missing(x):
-        return MISSING
-    if isinstance(x, str):  # a text cell in a column of numbers
-        return x
     if abs(float(x)) < TINY:
         return "0%"
     pct = float(x) * 100
@@ -71,22 +76,18 @@ def share(x, digits: int = 1) -> str:
     return f"{pct:.{digits}f}%".replace(".0%", "%") if digits else f"{pct:.0f}%"
 
 
+@_cell
 def pvalue(p) -> str:
     """``p < 0.001``, ``p = 0.012``, ``p = 0.43``."""
-    if _missing(p):
-        return MISSING
-    if isinstance(p, str):  # a text cell in a column of numbers
-        return p
     p = float(p)
     if p < 0.001:
         return "p < 0.001"
     return f"p = {p:.2g}" if p < 0.1 else f"p = {p:.2f}"
 
 
+@_cell
 def points(x) -> str:
     """A difference of two shares, in percentage points: +10.8 pp."""
-    if _missing(x) or isinstance(x, str):
-        return MISSING if _missing(x) else x
     return f"{signed(float(x) * 100)} pp"
 
 
@@ -130,12 +131,9 @@ def interval(lo, hi, sig: int = 3, signs: bool = True) -> str:
     return f"[{f(lo, sig)}, {f(hi, sig)}]"
 
 
+@_cell
 def seconds(x) -> str:
     """A duration: 0.042 s, 12.3 s, 4 min 05 s, 2 h 03 min."""
-    if _missing(x):
-        return MISSING
-    if isinstance(x, str):  # a text cell in a column of numbers
-        return x
     x = float(x)
     if x < 60:
         return f"{number(x)} s"
@@ -144,12 +142,9 @@ def seconds(x) -> str:
     return f"{int(x // 3600)} h {int(x % 3600 // 60):02d} min"
 
 
+@_cell
 def dollars(x) -> str:
     """$0.0123, $12.30, $1,234."""
-    if _missing(x):
-        return MISSING
-    if isinstance(x, str):  # a text cell in a column of numbers
-        return x
     x = float(x)
     if x < 0:
         return "-" + dollars(-x)
@@ -160,11 +155,10 @@ def dollars(x) -> str:
     return "$" + number(x)
 
 
+@_cell
 def count(x) -> str:
     """A count: 40,040."""
-    if isinstance(x, str):
-        return x
-    return MISSING if _missing(x) else f"{int(x):,}"
+    return f"{int(x):,}"
 
 
 def value(x) -> str:
