@@ -158,7 +158,7 @@ def cmd_summary(args) -> int:
         _print_metrics(df)
         if df["n_excluded"].sum():
             print(f"\n{int(df['n_excluded'].sum())} infra-error / ungraded rollouts excluded from score "
-                  "statistics (--include-errors counts them as 0)")
+                  "statistics (--include-errors counts them at the run's lowest reward)")
     return EXIT_OK
 
 
@@ -256,7 +256,7 @@ def add_summary(sub) -> None:
     _add_db(p)
     p.add_argument("--run", action="append", help="run label (repeat for several; default: all)")
     p.add_argument("--pass-threshold", type=float, default=None, help=PASS_THRESHOLD_HELP)
-    p.add_argument("--include-errors", action="store_true", help="count infra errors and ungraded as score 0")
+    p.add_argument("--include-errors", action="store_true", help="count infra errors and ungraded rollouts at the run's lowest reward")
     p.add_argument("--json", action="store_true")
 
 
