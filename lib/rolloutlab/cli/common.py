@@ -11,6 +11,7 @@ import sys
 from .. import config
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+NO_RUNS = "no runs loaded yet: rolloutlab ingest PATH"
 
 # Control characters from logs (escape sequences that retitle or clear a terminal, a bare \r that
 # overwrites a line) are shown as \xNN: everything a command prints passes through here.
@@ -34,6 +35,17 @@ def json_escaped(text: str) -> str:
 
 def _print_json(text: str) -> None:
     print(json_escaped(text))
+
+
+def _printed_as_json_or_empty(args, df, empty: str) -> bool:
+    """--json prints the records; an empty frame prints ``empty``. True when nothing more is to print."""
+    if args.json:
+        _print_json(_json_records(df))
+        return True
+    if df.empty:
+        print(empty)
+        return True
+    return False
 
 
 @contextlib.contextmanager

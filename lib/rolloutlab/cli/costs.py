@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import (EXIT_OK, PASS_THRESHOLD_HELP, _add_db, _json_records, _plain, _price_warnings, _prices_note,
-                     _print_json, _print_metrics, _print_table, _read, _sentence)
+from .common import (EXIT_OK, NO_RUNS, PASS_THRESHOLD_HELP, _add_db, _plain, _price_warnings, _prices_note,
+                     _print_metrics, _print_table, _printed_as_json_or_empty, _read, _sentence)
 
 def _kinds_format(shares=(), dollars=(), counts=(), numbers=()):
     """``format_of(column)`` for ``_print_metrics`` and ``_people_table``: the named columns by
@@ -56,11 +56,8 @@ def cmd_cost(args) -> int:
                         include_errors=args.include_errors)
 
     df = _read(args, query)
-    if args.json:
-        _print_json(_json_records(df))
-        return EXIT_OK
-    if df.empty:
-        print("no rollouts to cost: rolloutlab ingest PATH" if args.by != "sample" else "no counted rollouts")
+    if _printed_as_json_or_empty(args, df, "no rollouts to cost: rolloutlab ingest PATH" if args.by != "sample"
+                                 else "no counted rollouts"):
         return EXIT_OK
     format_of = _kinds_format(shares=("cost_coverage",), dollars=COST_DOLLARS)
     if args.by == "sample":
@@ -91,22 +88,11 @@ TOKEN_COLUMNS = ["model", "rollouts", "rollouts_with_tokens", "input_tokens_mean
                  "total_tokens", "tool_output_chars_mean", "truncated_token_share"]
 
 
-def _printed_as_json_or_empty(args, df, empty: str) -> bool:
-    """--json prints the records; an empty frame prints ``empty``. True when nothing more is to print."""
-    if args.json:
-        _print_json(_json_records(df))
-        return True
-    if df.empty:
-        print(empty)
-        return True
-    return False
-
-
 def cmd_tokens(args) -> int:
     from ..analysis.metrics import tokens
 
     df = _read(args, lambda con: tokens(con, args.run, by=args.by, include_errors=args.include_errors))
-    if _printed_as_json_or_empty(args, df, "no runs loaded yet: rolloutlab ingest PATH" if args.by in ("run", "step")
+    if _printed_as_json_or_empty(args, df, NO_RUNS if args.by in ("run", "step")
                                  else f"no tool calls in {', '.join(args.run) if args.run else 'any run'}"):
         return EXIT_OK
     format_of = _kinds_format(shares=("output_share",))
@@ -115,7 +101,7 @@ def cmd_tokens(args) -> int:
         print("\nper counted rollout (infra errors and ungraded left out; --include-errors counts them)")
     else:
         _print_table(_people_table(df.drop(columns=["unit"], errors="ignore"), format_of))
-        print(f"\ntool output in characters: tool results carry no token counts"
+        print("\ntool output in characters: tool results carry no token counts"
               + ("; the canonical tables hold no tokens per turn" if args.by == "turn" else ""))
     return EXIT_OK
 
@@ -124,7 +110,7 @@ def cmd_truncation(args) -> int:
     from ..analysis.metrics import truncation
 
     df = _read(args, lambda con: truncation(con, args.run, by=args.by, include_errors=args.include_errors))
-    if _printed_as_json_or_empty(args, df, "no runs loaded yet: rolloutlab ingest PATH"):
+    if _printed_as_json_or_empty(args, df, NO_RUNS):
         return EXIT_OK
     _print_metrics(df.drop(columns=["step_known", "unknown_words"], errors="ignore"), _kinds_format())
     from ..analysis.metrics.costs import unknown_words_text

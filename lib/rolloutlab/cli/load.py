@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from .. import config
-from .common import (EXIT_FAILED, EXIT_OK, _add_db, _json_records, _print_json, _print_reasons, _print_table, _read,
-                     _writing, terminal_safe)
+from .common import (EXIT_FAILED, EXIT_OK, NO_RUNS, _add_db, _json_records, _print_json, _print_reasons, _print_table,
+                     _printed_as_json_or_empty, _read, _writing, terminal_safe)
 
 def _ingest_report(result) -> None:
     """One line per file — what happened and its counts (read = loaded + duplicates + rejected) —
@@ -130,11 +130,7 @@ def cmd_runs(args) -> int:
     if getattr(args, "runs_action", None):
         return _change_runs(args)
     df = _read(args, lambda con: catalog.runs(con, group=args.group and args.json))
-    if args.json:
-        _print_json(_json_records(df))
-    elif df.empty:
-        print("no runs loaded yet: rolloutlab ingest PATH")
-    else:
+    if not _printed_as_json_or_empty(args, df, NO_RUNS):
         _print_runs(df)
     return EXIT_OK
 

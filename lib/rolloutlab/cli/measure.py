@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import config
-from .common import (EXIT_FAILED, EXIT_OK, PASS_THRESHOLD_HELP, _add_db, _for_people, _json_records, _plain,
-                     _positive_int, _price_warnings, _prices_note, _print_json, _print_metrics, _print_table, _read,
-                     _sentence, _writing)
+from .common import (EXIT_FAILED, EXIT_OK, NO_RUNS, PASS_THRESHOLD_HELP, _add_db, _for_people, _json_records, _plain,
+                     _positive_int, _price_warnings, _prices_note, _print_json, _print_metrics, _print_table,
+                     _printed_as_json_or_empty, _read, _sentence, _writing)
 
 def cmd_audit(args) -> int:
     from ..text import fmt
@@ -18,11 +18,7 @@ def cmd_audit(args) -> int:
     total = len(df)
     if args.limit:
         df = df.head(args.limit)
-    if args.json:
-        _print_json(_json_records(df))
-    elif df.empty:
-        print(f"no suspects in {args.run}")
-    else:
+    if not _printed_as_json_or_empty(args, df, f"no suspects in {args.run}"):
         for row in df.itertuples():
             score = "" if row.score != row.score else f"score {fmt.number(row.score)}, "
             print(f"{row.rank}. {row.rollout_id} (sample {row.sample_id}, {score}{row.n_tool_calls} tool calls): "
@@ -150,11 +146,7 @@ def cmd_summary(args) -> int:
 
     df = _read(args, lambda con: summary(con, args.run, pass_threshold=args.pass_threshold,
                                          include_errors=args.include_errors))
-    if args.json:
-        _print_json(_json_records(df))
-    elif df.empty:
-        print("no runs loaded yet: rolloutlab ingest PATH")
-    else:
+    if not _printed_as_json_or_empty(args, df, NO_RUNS):
         _print_metrics(df)
         if df["n_excluded"].sum():
             print(f"\n{int(df['n_excluded'].sum())} infra-error / ungraded rollouts excluded from score "

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from .. import config
 from .common import (EXIT_FAILED, EXIT_OK, PASS_THRESHOLD_HELP, _add_db, _for_people, _json_records, _print_json,
-                     _print_reasons, _print_table, _read, _writing, terminal_safe)
+                     _print_reasons, _print_table, _printed_as_json_or_empty, _read, _writing,
+                     terminal_safe)
 
 # The layouts ``curate --out`` writes: rolloutlab.exports.training_files.EXPORT_FORMATS (not imported here: it
 # loads pyarrow; tests/cli/test_cli.py checks they agree).
@@ -212,12 +213,9 @@ def _labels_sample(args) -> int:
         sheet = df.assign(value=None, note=None, who=None)
         with _writing(args.out, "--out"):
             _table_file(args.out, sheet)
-    if args.json:
-        _print_json(_json_records(df))
-        return EXIT_OK
-    if df.empty:
-        print(f"no {'' if args.include_labelled else 'unlabelled '}counted rollouts in {args.run}"
-              + ("" if args.include_labelled else " (--include-labelled draws from every one)"))
+    empty = (f"no counted rollouts in {args.run}" if args.include_labelled
+             else f"no unlabelled counted rollouts in {args.run} (--include-labelled draws from every one)")
+    if _printed_as_json_or_empty(args, df, empty):
         return EXIT_OK
     if args.out is None:
         shown = df.drop(columns=["prompt", "reference", "open_with"]).assign(
