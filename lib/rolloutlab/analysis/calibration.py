@@ -29,7 +29,7 @@ from .. import config
 from ..text import fmt
 from . import stats
 from .labelling import label_truth_sql
-from .metrics.common import common_threshold, included_sql, params, resolve_runs, run_sql, threshold
+from .metrics.common import common_threshold, included_sql, params, resolve_runs, run_sql
 from .metrics.graders import grade_rows_sql
 
 ROLLOUT_SCORE = "(score)"  # the row for the rollout's own score (the reward), not one grader's
@@ -101,8 +101,7 @@ def grader_calibration(con: duckdb.DuckDBPyConnection, run: str, grader: str | N
             continue
         row, psi_f, psi_ppi = _calibrate(name, mine, n_codes, ci, lam)
         if base is not None:
-            present = np.bincount(mine.code.to_numpy(), minlength=n_codes) > 0
-            row.update(_difference(g[g.run_id == base], psi_f, psi_ppi, present, row, n_codes, ci, lam, mine))
+            row.update(_difference(g[g.run_id == base], mine, psi_f, psi_ppi, row, n_codes, ci, lam))
         rows.append(row)
     df = pd.DataFrame(rows, columns=COLUMNS + (DIFF_COLUMNS if base is not None else []))
     df.attrs.update(run=run, base=base, pass_threshold=thr, ci=ci, lam=lam, origin=origin,
@@ -161,11 +160,12 @@ def _se(psi: np.ndarray, codes: np.ndarray) -> float:
     return stats.influence_se(psi[present])
 
 
-def _difference(b: pd.DataFrame, psi_f_c, psi_ppi_c, present_c, row: dict, n_codes: int, ci: float, lam,
-                run_units: pd.DataFrame | None = None) -> dict:
-    """The base → run differences, naive and prediction-powered: the influence of a difference is
-    the difference of influences, cluster by cluster, so samples in both runs are paired. The PPI
-    difference's variance has the small-label floor of both runs' labelled parts."""
+def _difference(b: pd.DataFrame, run_units: pd.DataFrame, psi_f_c, psi_ppi_c, row: dict, n_codes: int, ci: float,
+                lam) -> dict:
+    """The base (``b``) → run (``run_units``) differences, naive and prediction-powered: the
+    influence of a difference is the difference of influences, cluster by cluster, so samples in
+    both runs are paired. The PPI difference's variance has the small-label floor of both runs'
+    labelled parts."""
     zz = stats.z(0.5 + ci / 2)
     out = dict.fromkeys(DIFF_COLUMNS, math.nan)
     if b.empty:
@@ -173,7 +173,8 @@ def _difference(b: pd.DataFrame, psi_f_c, psi_ppi_c, present_c, row: dict, n_cod
     f, y, codes = b.f.to_numpy(float), b.y.to_numpy(float), b.code.to_numpy()
     lab = ~np.isnan(y)
     psi_f_b = np.bincount(codes, f - f.mean(), minlength=n_codes) / len(f)
-    present = (np.bincount(codes, minlength=n_codes) > 0) | present_c
+    present = ((np.bincount(codes, minlength=n_codes) > 0)
+               | (np.bincount(run_units.code.to_numpy(), minlength=n_codes) > 0))
     d_f = float(row["grader_rate"] - f.mean())
     se_f = stats.influence_se((psi_f_c - psi_f_b)[present])
     out.update(base_labelled=int(lab.sum()), base_grader_rate=float(f.mean()), grader_diff=d_f,
@@ -182,13 +183,12 @@ def _difference(b: pd.DataFrame, psi_f_c, psi_ppi_c, present_c, row: dict, n_cod
         theta_b, psi_ppi_b, lam_b = stats.ppi_influence(f, y, codes, n_codes, lam)
         d = float(row["ppi_rate"] - theta_b)
         var = stats.influence_se((psi_ppi_c - psi_ppi_b)[present]) ** 2
-        if run_units is not None:
-            fc, yc = run_units.f.to_numpy(float), run_units.y.to_numpy(float)
-            lab_c = ~np.isnan(yc)
-            floor = (stats.rectifier_floor(fc[lab_c], yc[lab_c], row["lam"])
-                     + stats.rectifier_floor(f[lab], y[lab], lam_b)
-                     + row["lam"] * lam_b * se_f ** 2)
-            var = float(np.nanmax([var, floor]))
+        fc, yc = run_units.f.to_numpy(float), run_units.y.to_numpy(float)
+        lab_c = ~np.isnan(yc)
+        floor = (stats.rectifier_floor(fc[lab_c], yc[lab_c], row["lam"])
+                 + stats.rectifier_floor(f[lab], y[lab], lam_b)
+                 + row["lam"] * lam_b * se_f ** 2)
+        var = float(np.nanmax([var, floor]))
         se = math.sqrt(var)
         out.update(base_ppi_rate=theta_b, ppi_diff=d, ppi_diff_ci_low=d - zz * se, ppi_diff_ci_high=d + zz * se)
     return out

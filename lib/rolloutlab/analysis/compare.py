@@ -60,7 +60,6 @@ RATIO_METRICS = {
     "cost_per_solved": ("cost", "passes_costed", "USD"),
     "infra_error_rate": ("infra", "total", "share"),
 }
-PER_SAMPLE_METRICS = ("score", "pass@1", "best_of_n")  # also get the clustered standard error
 LATENCY_METRICS = {"latency_p50": 0.50, "latency_p95": 0.95}
 GRADER_PREFIX = "grader:"  # per-grader rows: "grader:<name>", the sample's mean score from that grader
 # Metrics where a rise is an improvement, and where a fall is: a metric's direction lives with it

@@ -100,7 +100,7 @@ def curate_samples_sql() -> str:
 def validation_samples_sql() -> str:
     """Samples other runs (not in $runs) evaluated on a validation split, with the prompt of their
     sample row (a validation row first) and the runs."""
-    return f"""
+    return """
     WITH ext AS (
         SELECT o.sample_id, list(DISTINCT o.run_id ORDER BY o.run_id) AS runs
         FROM rollouts o JOIN runs r ON r.run_id = o.run_id

@@ -43,7 +43,7 @@ from ..config import (FAILURE_MODES_ADJUST, FAILURE_MODES_ALPHA, FAILURE_MODES_E
                       FAILURE_MODES_MIN_SEPARATION, FAILURE_MODES_MIN_SIZE, FAILURE_MODES_N_BOOT,
                       FAILURE_MODES_N_PERM, FAILURE_MODES_SILHOUETTE_SAMPLE, FAILURE_MODES_TEXT_CHARS,
                       FAILURE_MODES_VERDICT_RESIDUAL, FAILURE_MODES_WEIGHTS)
-from ..store.stop_reasons import LIMITS
+from ..store.stop_reasons import LIMITS, lit as _lit
 from ..text.fmt import share
 from .metrics.common import (EXCLUDED_STATUSES, common_threshold, pass_at_sql, resolve_runs, run_sql,
                              sample_texts_sql, threshold)
@@ -119,11 +119,6 @@ ERROR_OUTPUT = r"^\W{0,3}(error|exception|traceback)\b"
 EMPTY_OUTPUT = (r"^\s*(\[\s*\]|\{\s*\}|null|none|\"\"|)\s*$|\b(no (results?|matches|match|records?|data|figures?|"
                 r"information|entries|items)\b|not (found|available)|nothing (found|matched)|does not (contain|include|"
                 r"have)|0 results)")
-
-
-def _lit(text: str) -> str:
-    """A constant of this module as a SQL string literal (never log text: that is bound)."""
-    return "'" + text.replace("'", "''") + "'"
 
 
 def mask_sql(expr: str) -> str:
@@ -508,11 +503,12 @@ def _fields(row: dict) -> dict:
         shape = "answer"  # a closing "anything else?" after the answer asks nothing back
     if row["truncated"]:  # cut off: whatever text it ended on is no answer
         shape, n_values = "empty", 0
+    end = end_of(row)
     return {
         "tools": sorted(set(tools)) or [NO_CALLS], "calls": int(row["n_tool_calls"]),
         "errors": [errors_of(row)], "empty": [empty_of(row)],
         # how it ended, as a limit or a crash; whether the last call failed only names modes (labels)
-        "loop": [loop_of(row)], "end": [end_of(row) if end_of(row) in ("truncated", "model_error") else "finished"],
+        "loop": [loop_of(row)], "end": [end if end in ("truncated", "model_error") else "finished"],
         # the shape as behaviour (a refusal, a question, nothing); its surface form only in labels
         "shape": [shape if shape in ("empty", "refusal", "question") else "answer"],
         "grounding": int(row["grounded_values"]) / n_values if n_values else math.nan,
@@ -530,12 +526,11 @@ def _ngrams(seq: str, n_max: int) -> list[str]:
     return out
 
 
-def _label_tokens(row: dict) -> list[str]:
+def _label_tokens(row: dict, fields: dict) -> list[str]:
     """What the labels read: every field as ``field=value`` (the call count binned, grounding as
     ``grounding_of`` says it), call n-grams with their outcomes (up to 3), the first and last tool,
     the tool of a loop, the failed calls and the last of them, normalised error messages, the
-    answer's shape and format, the turn count."""
-    fields = _fields(row)
+    answer's shape and format, the turn count. ``fields``: the row's ``_fields``."""
     out = [f"{name}={v}" for name, values in fields.items() if name not in NUMERIC for v in values]
     out = [t for t in out if not t.startswith("end=")] + [f"end={end_of(row)}"]
     out += [f"err={c}" for c in row["err_classes"] if _has(c)]
@@ -604,8 +599,8 @@ class _Vectorizer:
     ``field_shares``: each field's share of the mean squared distance between two failures (how
     much of what sets failures apart it carries, measured)."""
 
-    def __init__(self, weights: dict[str, float] | None = None):
-        self.weights = dict(FAILURE_MODES_WEIGHTS if weights is None else weights)
+    def __init__(self):
+        self.weights = dict(FAILURE_MODES_WEIGHTS)
 
     @staticmethod
     def _key(name: str, value):
@@ -660,22 +655,20 @@ class _Vectorizer:
 @dataclass
 class _Features:
     frame: pd.DataFrame              # failure_features_sql, model failures
-    docs: list                       # per failure: field -> tokens
     binary: object                   # rows x label tokens, 0/1
     vocab: np.ndarray
     vectors: np.ndarray              # rows x dims, unit length
     vectorizer: _Vectorizer
 
 
-def _features(frame: pd.DataFrame, vectorizer: _Vectorizer | None = None) -> _Features:
-    """Field tokens, label tokens and vectors of failures (``vectorizer`` fitted on them unless
-    given)."""
+def _features(frame: pd.DataFrame) -> _Features:
+    """Label tokens and vectors of failures, by a vectorizer fitted on them."""
     rows = _rows(frame)
     docs = [_fields(r) for r in rows]
-    vectorizer = vectorizer or _Vectorizer().fit(docs)
+    vectorizer = _Vectorizer().fit(docs)
     vectors = vectorizer.transform(docs)
-    binary, vocab = _token_docs([_label_tokens(r) for r in rows])
-    return _Features(frame, docs, binary.tocsr(), vocab.astype(object), vectors, vectorizer)
+    binary, vocab = _token_docs([_label_tokens(r, d) for r, d in zip(rows, docs)])
+    return _Features(frame, binary.tocsr(), vocab.astype(object), vectors, vectorizer)
 
 
 def _unique(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1219,7 +1212,7 @@ def fit(con, runs: str | list[str], pass_threshold: float | None = None, k: int 
         similarity[fitted_model] = fit_sim
         if (~fitted_model).any():  # the other failures join the nearest mode (noise is not a mode to join)
             rest = model[~fitted_model].reset_index(drop=True)
-            vectors = _features(rest, feats.vectorizer).vectors
+            vectors = feats.vectorizer.transform([_fields(r) for r in _rows(rest)])
             joinable = [i for i, lab in enumerate(ordered) if lab != -1] or list(range(len(ordered)))
             sims = vectors @ np.vstack([centres[i] for i in joinable]).T
             best = np.argmax(sims, axis=1)
@@ -1254,11 +1247,14 @@ def fit(con, runs: str | list[str], pass_threshold: float | None = None, k: int 
 
 # ---- shares with bootstrap CIs over samples ----------------------------------------------------
 
-def _unit_counts(con, runs: list[str], thr: float, assignments: pd.DataFrame, modes: list[str],
+def _run_counts(con, runs: list[str], thr: float) -> pd.DataFrame:
+    return run_sql(con, run_counts_sql(), {"runs": runs, "threshold": thr}).df()
+
+
+def _unit_counts(counts: pd.DataFrame, runs: list[str], assignments: pd.DataFrame, modes: list[str],
                  units: set[str] | None = None):
-    """Per run: units (samples) x modes counts, failures and rollouts per unit, over one unit index
-    (``units``: these only)."""
-    counts = run_sql(con, run_counts_sql(), {"runs": runs, "threshold": thr}).df()
+    """Per run: units (samples) x modes counts, failures and rollouts per unit (``counts``: the
+    runs' ``_run_counts``), over one unit index (``units``: these only)."""
     if units is not None:
         counts = counts[counts.unit.isin(list(units))]
     unit_index = sorted(set(counts.unit))
@@ -1338,7 +1334,7 @@ def failure_modes(con, run: str, pass_threshold: float | None = None, k: int | N
     f = fit(con, run, pass_threshold, k, method, seed, labeler)
     a = f.assignments
     modes = list(f.modes["mode"])
-    n_units, per_run = _unit_counts(con, [run], f.info["pass_threshold"], a, modes)
+    n_units, per_run = _unit_counts(_run_counts(con, [run], f.info["pass_threshold"]), [run], a, modes)
     reps = _boot_shares(n_units, per_run, [run], n_boot, seed)
     lo, hi = _interval(reps[run][0], ci)
     per_mode, failures, rollouts = per_run[run]
@@ -1439,7 +1435,7 @@ def failure_modes_diff(con, base: str, candidate: str, pass_threshold: float | N
     if base == candidate:
         raise ValueError("base and candidate are the same run")
     thr = threshold(pass_threshold)
-    counts = run_sql(con, run_counts_sql(), {"runs": [base, candidate], "threshold": thr}).df()
+    counts = _run_counts(con, [base, candidate], thr)
     in_base, in_cand = set(counts.unit[counts.run == base]), set(counts.unit[counts.run == candidate])
     fit_units, test_units = split_units(list(in_base | in_cand), holdout, seed)
     f = fit(con, [base, candidate], thr, k, method, seed, labeler,
@@ -1447,7 +1443,7 @@ def failure_modes_diff(con, base: str, candidate: str, pass_threshold: float | N
     a = f.assignments
     modes = list(f.modes["mode"])
     paired = test_units & in_base & in_cand
-    n_units, per_run = _unit_counts(con, [base, candidate], thr, a, modes, units=paired)
+    n_units, per_run = _unit_counts(counts, [base, candidate], a, modes, units=paired)
     reps = _boot_shares(n_units, per_run, [base, candidate], n_boot, seed)
     b_lo, b_hi = _interval(reps[base][0], ci)
     c_lo, c_hi = _interval(reps[candidate][0], ci)

@@ -35,7 +35,7 @@ import pandas as pd
 from .. import config
 from ..text import fmt
 from . import stats
-from .metrics.common import common_threshold, included_sql, params, resolve_runs, run_sql, threshold
+from .metrics.common import common_threshold, included_sql, params, resolve_runs, run_sql
 
 POWER_ALPHA = config.POWER_ALPHA  # (config.py says what each is)
 POWER_TARGET = config.POWER_TARGET

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..config import DIFF_MAX_CELLS, DIFF_OUTPUT_CHARS
 from ..text.htmltext import missing
-from .failure_modes import _lit
+from ..store.stop_reasons import lit
 from .metrics.common import EXCLUDED_STATUSES, common_threshold, pass_at_sql, resolve_runs, run_sql, threshold
 
 # bound: trajectory_diff aligns at most this many calls per side; the calls after it are not
@@ -246,7 +246,7 @@ def trajectory_diff(con, rollout_a: str, rollout_b: str) -> pd.DataFrame:
 def sample_attempts_sql() -> str:
     """Attempts at $sample under $base and $candidate: which fail (below $threshold; infra and
     ungraded are not the model's and never picked) and which pass."""
-    excluded = ", ".join(_lit(s) for s in EXCLUDED_STATUSES)
+    excluded = ", ".join(lit(s) for s in EXCLUDED_STATUSES)
     return f"""
     SELECT rollout_id, run_id AS run, attempt, status, score,
            status NOT IN ({excluded}) AND coalesce(score, 0.0) < {pass_at_sql()} AS fails,
@@ -312,7 +312,7 @@ def samples_to_diff_sql() -> str:
     """Samples with a failing $base attempt and a passing $candidate attempt (below / at least
     $threshold; infra and ungraded attempts are neither), optionally only where one of the
     failing base attempts is in $rollouts ($limit_ids)."""
-    excluded = ", ".join(_lit(s) for s in EXCLUDED_STATUSES)
+    excluded = ", ".join(lit(s) for s in EXCLUDED_STATUSES)
     return f"""
     WITH a AS (
         SELECT sample_id, run_id, rollout_id,

@@ -20,7 +20,7 @@ from typing import Iterable
 import duckdb
 
 from ... import config
-from ...store.catalog import UnknownRunError, loaded_runs, resolve_run, resolve_runs  # noqa: F401  (as run_sql)
+from ...store.catalog import UnknownRunError, resolve_runs  # noqa: F401  (as run_sql)
 from ...store.database import run_sql  # noqa: F401  (the metrics modules import it from here)
 
 EXCLUDED_STATUSES = ("infra_error", "ungraded")

@@ -240,23 +240,21 @@ def truncation_kind_sql(alias: str = "") -> str:
             f"WHEN {truncated_sql(alias)} THEN 'unspecified' END")
 
 
-def flagged_sql(cached: bool = True) -> str:
+def flagged_sql() -> str:
     """Every rollout of the chosen runs ($runs) with ``excluded``, ``s`` (selected_sql), whether it
-    passed ($threshold), whether it was truncated and at which limit, and the run's model
-    (``cached``: with the rollouts' cached_input_tokens, where the table has them)."""
-    extra = "sel.cached_input_tokens, " if cached else ""
+    passed ($threshold), whether it was truncated and at which limit, and the run's model."""
     return f"""
     SELECT sel.rollout_id, sel.run_id, sel.sample_id, sel.attempt, sel.status, sel.stop_reason, sel.stop_reason_raw,
            sel.excluded,
            sel.s, sel.s >= sel.pass_at AS passed, {truncated_sql('sel')} AS truncated,
            {truncation_kind_sql('sel')} AS truncation_kind, sel.n_tool_calls, sel.n_turns,
            sel.input_tokens, sel.output_tokens, sel.reasoning_tokens, sel.cost_usd AS logged_cost_usd,
-           {extra}sel.source_id, ru.model
+           sel.cached_input_tokens, sel.source_id, ru.model
     FROM ({selected_sql()}) sel LEFT JOIN runs ru ON ru.run_id = sel.run_id
     """
 
 
-def priced_sql(cached: bool = True) -> str:
+def priced_sql() -> str:
     """``flagged_sql`` with dollars: ``priced_cost_usd`` from the tokens at the model's prices (bound
     as parallel lists: $models, $price_models, $p_input, $p_cached, $p_output, $p_reasoning; USD
     per 1M tokens, looked up by the model's place in $models — the same SQL runs on Spark), NULL
@@ -264,25 +262,23 @@ def priced_sql(cached: bool = True) -> str:
     one, else the priced one; ``cost_source`` 'logs' / 'prices' / NULL. Cached input (a subset of
     input) is billed at the cached price; reasoning at the reasoning price, apart from output
     except in the formats of $reasoning_in_output, whose output count includes it."""
-    cached_tokens = "coalesce(f.cached_input_tokens, 0)" if cached else "0"
     at = "list_extract($p_{name}::DOUBLE[], i.idx)"
     return f"""
-    WITH f AS ({flagged_sql(cached)}),
+    WITH f AS ({flagged_sql()}),
     i AS (SELECT f.*, CASE WHEN f.model IS NOT NULL THEN CAST(nullif(list_position($models::VARCHAR[], f.model), 0) AS INTEGER) END
                       AS idx FROM f),
     priced AS (
         SELECT i.* EXCLUDE (idx), list_extract($price_models::VARCHAR[], i.idx) AS price_model,
-               {cached_tokens.replace('f.', 'i.')} AS cached_tokens,
                CASE WHEN i.idx IS NULL OR i.input_tokens IS NULL OR i.output_tokens IS NULL THEN NULL
-                    ELSE ((i.input_tokens - {cached_tokens.replace('f.', 'i.')}) * {at.format(name='input')}
-                          + {cached_tokens.replace('f.', 'i.')} * {at.format(name='cached')}
+                    ELSE ((i.input_tokens - coalesce(i.cached_input_tokens, 0)) * {at.format(name='input')}
+                          + coalesce(i.cached_input_tokens, 0) * {at.format(name='cached')}
                           + (CASE WHEN list_contains($reasoning_in_output::VARCHAR[], src.format)
                                   THEN greatest(i.output_tokens - coalesce(i.reasoning_tokens, 0), 0)
                                   ELSE i.output_tokens END) * {at.format(name='output')}
                           + coalesce(i.reasoning_tokens, 0) * {at.format(name='reasoning')}) / 1e6 END
                    AS priced_cost_usd
         FROM i LEFT JOIN sources src ON src.source_id = i.source_id)
-    SELECT * EXCLUDE (cached_tokens), coalesce(logged_cost_usd, priced_cost_usd) AS cost_usd,
+    SELECT *, coalesce(logged_cost_usd, priced_cost_usd) AS cost_usd,
            CASE WHEN logged_cost_usd IS NOT NULL THEN 'logs' WHEN priced_cost_usd IS NOT NULL THEN 'prices'
            END AS cost_source
     FROM priced
@@ -297,12 +293,12 @@ def _priced(con, labels, prices, include_errors=False, pass_threshold=None, warn
     return params(labels, include_errors, threshold=threshold(pass_threshold), **pricing), meta
 
 
-def rollout_costs_sql(cached: bool = True) -> str:
+def rollout_costs_sql() -> str:
     return f"""
     SELECT rollout_id, run_id AS run, sample_id, attempt, status, excluded, model, price_model,
            input_tokens, output_tokens, reasoning_tokens, logged_cost_usd, priced_cost_usd, cost_usd,
            cost_source, truncated, truncation_kind, s AS score, passed
-    FROM ({priced_sql(cached)}) ORDER BY list_position($runs, run_id), sample_id, attempt, rollout_id
+    FROM ({priced_sql()}) ORDER BY list_position($runs, run_id), sample_id, attempt, rollout_id
     """
 
 
@@ -436,12 +432,12 @@ def tokens(con: duckdb.DuckDBPyConnection, runs: str | Iterable[str] | None = No
 
 # ---- dollars ------------------------------------------------------------------------------------
 
-def cost_sql(cached: bool = True) -> str:
+def cost_sql() -> str:
     """Per run ($runs): dollars of the counted rollouts ($include_errors), with the rollouts each
     cost came from (logs / prices), per rollout, per sample, per solved sample (cost ÷ passing
     rollouts, $threshold), on truncated rollouts, and on the rollouts left out."""
     return f"""
-    WITH p AS ({priced_sql(cached)}),
+    WITH p AS ({priced_sql()}),
     inc AS (SELECT * FROM p WHERE $include_errors OR NOT excluded),
     left_out AS (SELECT run_id, count(*) AS n_excluded, sum(cost_usd) AS cost_excluded
                  FROM p WHERE excluded AND NOT $include_errors GROUP BY run_id),
@@ -505,7 +501,7 @@ def cost(con: duckdb.DuckDBPyConnection, runs: str | Iterable[str] | None = None
     return df
 
 
-def cost_per_sample_sql(cached: bool = True) -> str:
+def cost_per_sample_sql() -> str:
     """One row per (run, sample) of the counted rollouts: what ``compare`` resamples — sums whose
     ratios are the cost metrics (cost_usd / n_cost per rollout, cost_usd / passes_costed per
     solved sample, truncated / rollouts the truncated share)."""
@@ -518,7 +514,7 @@ def cost_per_sample_sql(cached: bool = True) -> str:
            count(*) FILTER (WHERE truncated) AS truncated,
            sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
            sum(reasoning_tokens) AS reasoning_tokens
-    FROM ({priced_sql(cached)})
+    FROM ({priced_sql()})
     WHERE ($include_errors OR NOT excluded) AND sample_id IS NOT NULL
     GROUP BY run_id, sample_id
     ORDER BY list_position($runs, run_id), sample_id
@@ -625,7 +621,7 @@ def frontier(con: duckdb.DuckDBPyConnection, runs: str | Iterable[str] | None = 
 
 # ---- the budget of a training job ---------------------------------------------------------------
 
-def job_cost_sql(cached: bool = True) -> str:
+def job_cost_sql() -> str:
     """Per cluster (dataset sample; a rollout without one is its own) of every rollout of $runs —
     failed rollouts cost tokens too: the summed cost and the rollouts with one."""
     return f"""
@@ -634,7 +630,7 @@ def job_cost_sql(cached: bool = True) -> str:
            count(*) FILTER (WHERE cost_source = 'logs') AS n_cost_logs,
            count(*) FILTER (WHERE cost_source = 'prices') AS n_cost_prices,
            list(cost_usd) FILTER (WHERE cost_usd IS NOT NULL) AS costs
-    FROM ({priced_sql(cached)}) GROUP BY ALL ORDER BY cluster
+    FROM ({priced_sql()}) GROUP BY ALL ORDER BY cluster
     """
 
 
@@ -876,13 +872,13 @@ def truncation_check(con: duckdb.DuckDBPyConnection, run: str, warn: float | Non
     share = float(row.truncated_share)
     counts = {k: int(row[k]) for k in TRUNCATION_KINDS if row[k]}
     unknown = int(row.unknown_stop)
-    maybe = (f" {unknown:,} rollouts stopped for reasons rolloutlab does not know ({unknown_words_text(row.unknown_words)}):"
-             f" if they are limits, up to {_pct((row.truncated + unknown) / row.rollouts)} were cut — tell rolloutlab "
-             "what they mean (stop_reasons.WORDS) or check the producer's docs." if unknown else "")
     at_most = (row.truncated + unknown) / row.rollouts
+    maybe = (f" {unknown:,} rollouts stopped for reasons rolloutlab does not know ({unknown_words_text(row.unknown_words)}):"
+             f" if they are limits, up to {_pct(at_most)} were cut — tell rolloutlab "
+             "what they mean (stop_reasons.WORDS) or check the producer's docs." if unknown else "")
     if not counts:
         if unknown and at_most > warn:
-            return out("warn", share, "No rollout was cut at a known limit, but" + maybe[0].lower() + maybe[1:],
+            return out("warn", share, "No rollout was cut at a known limit, but" + maybe,
                        f"unknown stop reasons: {unknown_words_text(row.unknown_words)}")
         return out("pass", share, "No rollout was cut at a limit." + maybe)
     kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
