@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from .. import config
 from ..store import lake, database as store
 from . import filescan, identity
-from .batch import Batch, BatchFailed, Target
+from .batch import Batch, BatchFailed, Target, insert_sources_sql
 from .context import LoadContext, LoadResult
 from .formats import FORMATS
 from .lines import STAGED_REJECTS
@@ -291,7 +291,7 @@ class _Call:
         """Finish the files whose lines have all loaded (their counts are known)."""
         if self.batch.loading:  # later: the database is the loading thread's meanwhile
             return
-        ready = [w for w in self.waiting if w.target.done and w.target not in self.batch.segments]
+        ready = [w for w in self.waiting if w.target not in self.batch.segments]
         if not ready:
             return
         self.waiting = [w for w in self.waiting if w not in ready]
@@ -334,6 +334,25 @@ def orphaned_sources_sql() -> str:
               WHERE d.rollout_id NOT IN (SELECT rollout_id FROM rollouts) ORDER BY s.source_id"""
 
 
+def orphan_source_sql(read_again: bool) -> str:
+    """A file whose copies of rollouts are gone: read again from the start (stale, so its lines
+    load again), or, gone from its path, kept as it is but for where its reading stopped."""
+    stale = "sha256 = $stale || sha256, " if read_again else ""
+    return f"UPDATE sources SET {stale}prefix_sha256 = NULL, bytes_loaded = NULL WHERE source_id = $sid"
+
+
+def drop_orphan_copies_sql() -> list[str]:
+    """A file's copies of rollouts that are gone go, and it accounts for what it still holds:
+    read = loaded + duplicates + rejected without those copies."""
+    return ["""CREATE OR REPLACE TEMP TABLE _rl_orphans AS SELECT rollout_id FROM duplicates
+               WHERE source_id = $sid AND rollout_id NOT IN (SELECT rollout_id FROM rollouts)""",
+            "DELETE FROM duplicates WHERE source_id = $sid AND rollout_id IN (SELECT rollout_id FROM _rl_orphans)",
+            """UPDATE sources SET n_records = n_records - (SELECT count(*) FROM _rl_orphans),
+                      n_duplicates = (SELECT count(*) FROM duplicates d WHERE d.source_id = sources.source_id)
+               WHERE source_id = $sid""",
+            "DROP TABLE _rl_orphans"]
+
+
 def _reread_orphaned(con) -> list[dict]:
     rows = []
     for _ in range(3):  # a file read again may orphan another's duplicates in turn
@@ -341,23 +360,16 @@ def _reread_orphaned(con) -> list[dict]:
         if not orphaned:
             break
         for source_id, path, options in orphaned:
-            con.execute("UPDATE sources SET sha256 = ? || sha256, prefix_sha256 = NULL, bytes_loaded = NULL "
-                        "WHERE source_id = ?", [store.STALE, source_id])
             if Path(path).is_file():
+                store.run_sql(con, orphan_source_sql(True), {"sid": source_id, "stale": store.STALE})
                 given = json.loads(options) if options else {}
                 row = _ingest_file(con, Path(path), "auto", given.get("run"), given.get("split"), given.get("step"))
                 row["reasons"].insert(0, f"{path}: read again: it holds rollouts of a file replaced in this call")
                 rows.append(row)
             else:  # gone from its path: its own rollouts stay, its copies of the replaced ones go
-                con.execute("UPDATE sources SET sha256 = substr(sha256, ?) WHERE source_id = ?",
-                            [len(store.STALE) + 1, source_id])
-                gone = con.execute("SELECT count(*) FROM duplicates WHERE source_id = ? AND rollout_id NOT IN "
-                                   "(SELECT rollout_id FROM rollouts)", [source_id]).fetchone()[0]
-                con.execute("DELETE FROM duplicates WHERE source_id = ? AND rollout_id NOT IN "
-                            "(SELECT rollout_id FROM rollouts)", [source_id])
-                # what it still accounts for: read = loaded + duplicates + rejected without those copies
-                con.execute("UPDATE sources SET n_records = n_records - ?, n_duplicates = (SELECT count(*) FROM "
-                            "duplicates d WHERE d.source_id = sources.source_id) WHERE source_id = ?", [gone, source_id])
+                store.run_sql(con, orphan_source_sql(False), {"sid": source_id})
+                for sql in drop_orphan_copies_sql():
+                    store.run_sql(con, sql, {"sid": source_id})
                 rows.append({"path": path, "format": None, "action": "unchanged", "source_id": source_id,
                              "records": 0, "loaded": 0, "duplicates": 0, "rejected": 0, "reasons": [
                                  f"{path}: it held copies of rollouts of a file replaced in this call, but it is no "
@@ -474,12 +486,10 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
                 store.run_sql(con, sql, {"sid": previous["source_id"]})
         action = "replaced" if previous else "loaded"
         if batch is not None and not relabel and _batches(module, fmt, end, scan):
-            target = Target(run, step, split, new_source=(resolved, fmt, scan.sha256, scan.size,
-                                                          json.dumps(options) if options else None))
+            target = Target(new_source=(resolved, fmt, scan.sha256, scan.size, json.dumps(options) if options else None))
             ctx = LoadContext(con=con, path=path, source_id=0, run=run, split=split, step=step, batch=batch,
                               target=target)
-            result: LoadResult = module.load(ctx)
-            target.done = True
+            result: LoadResult = module.load(ctx)  # every line of the file is staged now
             call.stage(_Waiting(row, target, path, resolved, scan, appendable, lines, end, follow, notes,
                                 result.notes, action))
             return row
@@ -506,9 +516,8 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
                          "ingest it with the same --run every time")
     else:
         source_id = con.execute("SELECT nextval('source_id_seq')").fetchone()[0]
-        con.execute("INSERT INTO sources (source_id, path, format, sha256, bytes, ingested_at, options) "
-                    "VALUES (?, ?, ?, ?, ?, now()::TIMESTAMP, ?)",
-                    [source_id, resolved, fmt, scan.sha256, scan.size, json.dumps(options) if options else None])
+        con.execute(insert_sources_sql(), [[source_id], [resolved], [fmt], [scan.sha256], [scan.size],
+                                           [json.dumps(options) if options else None]])
         start, offset, base_records, base_rejected = 0, 0, 0, 0
     if call is not None:
         call.shas.add(scan.sha256)
@@ -520,7 +529,7 @@ def _ingest_file(con, path: Path, format: str, run, split, step, follow: bool = 
     con.execute(f"INSERT INTO rejects SELECT $sid, line_no, raw, reason FROM {STAGED_REJECTS}", {"sid": source_id})
     if relabel:
         store.run_sql(con, relabel_sql(), {"sid": source_id})
-    waiting = _Waiting(row, Target(run, step, split, source_id=source_id, n_records=base_records + result.n_records,
+    waiting = _Waiting(row, Target(source_id=source_id, n_records=base_records + result.n_records,
                                    n_rejected=base_rejected + result.n_rejected, n_duplicates=result.n_duplicates),
                        path, resolved, scan, appendable, lines, end, follow, notes, result.notes, action)
     _finish_waiting(con, [waiting], offset=offset, new=(result.n_records, result.n_rejected, result.n_duplicates))

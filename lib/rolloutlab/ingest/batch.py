@@ -20,7 +20,7 @@ import contextlib
 import itertools
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -28,9 +28,9 @@ import pyarrow as pa
 
 from .. import config
 from ..store.database import glob_literal
-from .context import Converted, LoadContext, LoadResult
+from .context import LoadContext, LoadResult
 from .formats import native
-from .lines import STAGED_REJECTS, ends_with_newline
+from .lines import ENCODING_REASON_SQL, STAGED_REJECTS, csv_lines_sql, ends_with_newline, good_numbers_sql
 
 
 class BatchFailed(Exception):
@@ -41,15 +41,11 @@ class BatchFailed(Exception):
 @dataclass(eq=False)
 class Target:
     """A file whose lines a batch loads, and what came of them so far."""
-    run: str | None = None  # what the file was ingested with (--run ...): its sources row's options
-    step: int | None = None
-    split: str | None = None
     source_id: int | None = None  # given when its first lines load (a shared batch)
     new_source: tuple | None = None  # its sources row (path, format, sha256, bytes, options), inserted then
     n_records: int = 0
     n_rejected: int = 0
     n_duplicates: int = 0
-    done: bool = False  # its loader returned: every line of it is staged
 
 
 @dataclass
@@ -81,24 +77,12 @@ ARROW_BATCH = 1 << 16  # rows per Arrow batch streamed from the staging connecti
 _names = itertools.count()
 
 
-def read_lines_sql(parallel: bool) -> str:
-    """Every line of a native file (blank ones too, as NULL or spaces), in file order: the CSV
-    reader with a delimiter that valid JSON never contains hands each line over whole, and records
-    undecodable lines in _rl_csv_rejects instead of failing (they are then missing here)."""
-    limit = config.limit("MAX_LINE_BYTES")
-    return f"""read_csv($path, columns = {{'line': 'VARCHAR'}}, header = false,
-            delim = '\x01', quote = '', escape = '', auto_detect = false, strict_mode = false,
-            null_padding = false, ignore_errors = true, store_rejects = true,
-            rejects_table = '_rl_csv_rejects', rejects_scan = '_rl_csv_scans',
-            max_line_size = {limit}, buffer_size = {limit + (1 << 20)}, parallel = {str(parallel).lower()})"""
-
-
 def file_lines_sql(seg: int, offset: int) -> str:
     """The lines of a native file numbered as read, on one thread (numbers after an undecodable
     line are fixed with _rl_renumber)."""
     return f"""
     SELECT {int(seg)}::INTEGER AS seg, n + {int(offset)} AS line_no, line FROM (
-        SELECT row_number() OVER () AS n, line FROM {read_lines_sql(False)})
+        SELECT row_number() OVER () AS n, line FROM {csv_lines_sql(False)})
     """
 
 
@@ -116,10 +100,7 @@ def renumber_sql(read: str, offset: int) -> str:
     number not taken by one."""
     return f"""
     CREATE OR REPLACE TEMP TABLE _rl_renumber AS
-    WITH bad AS (SELECT DISTINCT line AS line_no FROM _rl_csv_rejects),
-    total AS (SELECT ({read}) + (SELECT count(*) FROM bad) AS n),
-    good AS (SELECT g.line_no, row_number() OVER (ORDER BY g.line_no) AS n
-             FROM total, generate_series(1, total.n) AS g(line_no) WHERE g.line_no NOT IN (SELECT line_no FROM bad))
+    WITH {good_numbers_sql(read)}
     SELECT n + {int(offset)} AS read_no, line_no + {int(offset)} AS line_no FROM good
     """
 
@@ -127,12 +108,16 @@ def renumber_sql(read: str, offset: int) -> str:
 def encoding_rejects_sql(seg: int, offset: int) -> str:
     return f"""
     INSERT INTO _rl_encoding
-    SELECT DISTINCT ON (line) {int(seg)}, line + {int(offset)}, csv_line,
-        CASE WHEN error_type = 'INVALID ENCODING'
-             THEN 'invalid UTF-8: the line has bytes that are not UTF-8; re-encode the file as UTF-8'
-             ELSE 'unreadable line (' || error_type || '): ' || error_message END
+    SELECT DISTINCT ON (line) {int(seg)}, line + {int(offset)}, csv_line, {ENCODING_REASON_SQL}
     FROM _rl_csv_rejects ORDER BY line
     """
+
+
+def insert_sources_sql() -> str:
+    """The sources rows of files read for the first time, as parallel lists: source ids, paths,
+    formats, sha256s, sizes, options (JSON text or NULL)."""
+    return """INSERT INTO sources (source_id, path, format, sha256, bytes, ingested_at, options)
+              SELECT unnest($1), unnest($2), unnest($3), unnest($4), unnest($5), now()::TIMESTAMP, unnest($6)::JSON"""
 
 
 class Batch:
@@ -390,10 +375,7 @@ class Batch:
             t.source_id = sid
         rows = [(t.source_id, *t.new_source) for t in new if t.new_source is not None]
         if rows:
-            cols = list(map(list, zip(*rows)))
-            self.con.execute("""INSERT INTO sources (source_id, path, format, sha256, bytes, ingested_at, options)
-                SELECT unnest($1), unnest($2), unnest($3), unnest($4), unnest($5), now()::TIMESTAMP,
-                       unnest($6)::JSON""", cols)
+            self.con.execute(insert_sources_sql(), list(map(list, zip(*rows))))
 
     def _parse(self, st, job: _Job) -> None:
         """Every staged line into _rl_parsed, numbered per file; undecodable lines into _rl_encoding."""
@@ -418,7 +400,7 @@ class Batch:
             path = {"path": glob_literal(s.path)}  # a name with [ ] * ? is not a pattern
             # read and parsed on every core; numbered after
             st.execute(native.parse_sql(f"SELECT {s.seg}::INTEGER AS seg, NULL::BIGINT AS line_no, line "
-                                        f"FROM {read_lines_sql(True)}", create=False), path)
+                                        f"FROM {csv_lines_sql(True)}", create=False), path)
             st.execute(numbered_sql(s.seg, s.offset))
             if st.execute("SELECT count(*) FROM _rl_csv_rejects").fetchone()[0]:
                 # undecodable lines: read again on one thread, whose reject line numbers are exact
@@ -482,7 +464,7 @@ class Batch:
         con.execute("""CREATE OR REPLACE TEMP TABLE _rl_extra_rejects AS
             SELECT pos, reason FROM _rl_clashes UNION ALL SELECT pos, reason FROM _rl_attempts WHERE reason IS NOT NULL""")
         self._to_stage("_rl_extra", "SELECT * FROM _rl_extra_rejects")
-        st.execute(f"""CREATE OR REPLACE TEMP TABLE _rl_reject_pos AS
+        st.execute("""CREATE OR REPLACE TEMP TABLE _rl_reject_pos AS
             SELECT pos, seg, line_no, reason FROM _rl_rejected
             UNION ALL SELECT e.pos, w.seg, w.line_no, e.reason FROM _rl_extra e JOIN _rl_rows w USING (pos)""")
         st.execute("DROP TABLE IF EXISTS _rl_extra")

@@ -32,7 +32,7 @@ class LoadContext:
     # no evaluation (empty: ``path``'s)
     file_name: str = ""
     # many files in one call: the ingest's shared batch (ingest.batch.Batch) and this file's place
-    # in it; the file's lines load with other files' when the batch is full (LoadResult.deferred)
+    # in it; the file's lines load with other files' when the batch is full (counted then, in ``target``)
     batch: Any = None
     target: Any = None
     # records a format converted, handed to the native loader
@@ -50,4 +50,3 @@ class LoadResult:
     n_rejected: int
     notes: list[str] = field(default_factory=list)
     n_duplicates: int = 0  # records that are rollouts already loaded (kept once, never rejected)
-    deferred: bool = False  # the records are in the ingest's batch: counted when it loads (Target)

@@ -13,7 +13,9 @@ record it cannot read becomes a reject and never stops the ingest.
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
+import io
 import itertools
 import json
 import re
@@ -165,7 +167,6 @@ def load_items(ctx: LoadContext, items: Iterable[Item], notes: list[str] | None 
     if ordinal == ctx.line_offset == 0:
         notes.append(f"{ctx.path}: no records in the file: nothing to load")
     total.notes = _merged(notes + total.notes)
-    total.deferred = ctx.batch is not None
     return total
 
 
@@ -301,6 +302,18 @@ def harness_error_status(text: str | None) -> str:
     if any(m in lowered for m in INFRA_MARKERS):
         return "infra_error"
     return "model_error" if any(m in lowered for m in MODEL_MARKERS) else "infra_error"
+
+
+def csv_records(path: Path):
+    """(line number, row, raw line, problem) of a CSV file with a header."""
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    lines = text.splitlines()
+    reader = csv.DictReader(io.StringIO(text))
+    for row in reader:
+        number = reader.line_num
+        extra = row.pop(None, None)
+        yield number, row, lines[number - 1] if number <= len(lines) else "", (
+            f"{len(extra)} cells more than the header names" if extra else None)
 
 
 def jsonl_records(path: Path, line_offset: int = 0):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import config
+from ..store.stop_reasons import lit
 
 KIND_TEXT = {
     "string": "a string",
@@ -35,11 +36,6 @@ def unquote_sql(ref: str) -> str:
     """The text of a JSON string leaf; only strings with escapes need a JSON parse."""
     return (f"CASE WHEN contains({ref}, '\\') THEN {ref}->>'$' "
             f"ELSE substr({ref}::VARCHAR, 2, length({ref}::VARCHAR) - 2) END")
-
-
-def lit(text: str) -> str:
-    """An SQL string literal for a constant written in this code base (never user input)."""
-    return "'" + text.replace("'", "''") + "'"
 
 
 def json_kind_sql(ref: str) -> str:

@@ -70,7 +70,8 @@ def names_sql() -> str:
                CASE WHEN k.named THEN k.run_id ELSE k.label
                     || CASE WHEN e.by_evaluation AND k.evaluation IS NOT NULL THEN '@' || t.shown ELSE '' END
                     || CASE WHEN v.by_step AND k.step IS NOT NULL THEN '-step' || k.step ELSE '' END
-                    || CASE WHEN v.by_split AND k.split IS NOT NULL THEN '-' || k.split ELSE '' END END AS name
+                    || CASE WHEN v.by_split AND k.split IS NOT NULL THEN '-' || k.split ELSE '' END END AS name,
+               left(md5(concat_ws(chr(31), k.label, k.evaluation, k.step::VARCHAR, k.split)), 6) AS key_hash
         FROM keys k LEFT JOIN varies v USING (label)
         LEFT JOIN evaluations e ON e.label = k.label AND e.step IS NOT DISTINCT FROM k.step
              AND e.split IS NOT DISTINCT FROM k.split
@@ -82,12 +83,11 @@ def names_sql() -> str:
     SELECT d.label, d.evaluation, d.step, d.split, d.old_id,
            CASE WHEN d.named THEN d.name
                 WHEN d.name = d.label  -- a label's own name is its own, unless a person gave it to a run
-                THEN CASE WHEN EXISTS (SELECT 1 FROM run_keys n WHERE n.named AND n.run_id = d.name) THEN d.name || '~'
-                          || left(md5(concat_ws(chr(31), d.label, d.evaluation, d.step::VARCHAR, d.split)), 6)
-                          ELSE d.name END
+                THEN CASE WHEN EXISTS (SELECT 1 FROM run_keys n WHERE n.named AND n.run_id = d.name)
+                          THEN d.name || '~' || d.key_hash ELSE d.name END
                 WHEN EXISTS (SELECT 1 FROM taken t WHERE t.name = d.name AND t.owner IS DISTINCT FROM d.label)
                      OR count(*) OVER (PARTITION BY d.name) > 1
-                THEN d.name || '~' || left(md5(concat_ws(chr(31), d.label, d.evaluation, d.step::VARCHAR, d.split)), 6)
+                THEN d.name || '~' || d.key_hash
                 ELSE d.name END AS run_id
     FROM derived d
     """

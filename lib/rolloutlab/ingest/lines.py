@@ -22,16 +22,39 @@ LINES_TABLE = "_rl_lines"  # (line_no, line): non-blank, decodable lines
 STAGED_REJECTS = "_rl_rejects"  # (line_no, raw, reason): what a loader could not load
 
 
+def csv_lines_sql(parallel: bool = False) -> str:
+    """Every line of the file at $path (blank ones too, as NULL or spaces), in file order: the CSV
+    reader with a delimiter that valid JSON never contains hands each line over whole, and records
+    undecodable lines in _rl_csv_rejects instead of failing (they are then missing here). The
+    buffer holds the longest line allowed plus 1 MiB, so a large file reads on more than one core."""
+    limit = config.limit("MAX_LINE_BYTES")
+    return f"""read_csv($path, columns = {{'line': 'VARCHAR'}}, header = false,
+            delim = '\x01', quote = '', escape = '', auto_detect = false, strict_mode = false,
+            null_padding = false, ignore_errors = true, store_rejects = true,
+            rejects_table = '_rl_csv_rejects', rejects_scan = '_rl_csv_scans',
+            max_line_size = {limit}, buffer_size = {limit + (1 << 20)}, parallel = {str(parallel).lower()})"""
+
+
 def read_lines_sql() -> str:
-    return f"""
-    CREATE OR REPLACE TEMP TABLE _rl_raw AS
-    SELECT line FROM read_csv($path, columns = {{'line': 'VARCHAR'}}, header = false,
-        delim = '\x01', quote = '', escape = '', auto_detect = false, strict_mode = false,
-        null_padding = false, ignore_errors = true, store_rejects = true,
-        rejects_table = '_rl_csv_rejects', rejects_scan = '_rl_csv_scans',
-        max_line_size = {config.limit("MAX_LINE_BYTES")}, buffer_size = {config.limit("MAX_LINE_BYTES") * 2},
-        parallel = false)
-    """
+    return f"CREATE OR REPLACE TEMP TABLE _rl_raw AS SELECT line FROM {csv_lines_sql()}"
+
+
+def good_numbers_sql(read: str) -> str:
+    """CTEs ``bad`` (the numbers of undecodable lines) and ``good`` (``line_no`` and ``n``: the
+    n-th line read, ``read`` of them, is the n-th line number not taken by an undecodable line)."""
+    return f"""bad AS (SELECT DISTINCT line AS line_no FROM _rl_csv_rejects),
+    total AS (SELECT ({read}) + (SELECT count(*) FROM bad) AS n),
+    good AS (SELECT g.line_no, row_number() OVER (ORDER BY g.line_no) AS n
+             FROM total, generate_series(1, total.n) AS g(line_no) WHERE g.line_no NOT IN (SELECT line_no FROM bad))"""
+
+
+# The reason an undecodable line is rejected (a row of _rl_csv_rejects)
+ENCODING_REASON_SQL = """CASE WHEN error_type = 'INVALID ENCODING'
+             THEN 'invalid UTF-8: the line has bytes that are not UTF-8; re-encode the file as UTF-8'
+             ELSE 'unreadable line (' || error_type || '): ' || error_message END"""
+# The reason a last line without a line end that does not parse is rejected
+TRUNCATED_REASON = ("'invalid JSON on the last line, which has no line end: the file looks truncated (was the writer "
+                    "stopped mid-write?)'")
 
 
 # rowids follow insertion (= file) order; inside a transaction they start at a large offset.
@@ -48,14 +71,9 @@ def number_lines_sql(with_rejected_lines: bool, offset: int = 0) -> str:
             SELECT {POSITION} + 1 + {offset} AS line_no, line FROM _rl_raw WHERE {NOT_BLANK}"""
     return f"""
     CREATE OR REPLACE TEMP TABLE {LINES_TABLE} AS
-    WITH bad AS (SELECT DISTINCT line AS line_no FROM _rl_csv_rejects),
-    total AS (SELECT (SELECT count(*) FROM _rl_raw) + (SELECT count(*) FROM bad) AS n),
-    good_numbers AS (
-        SELECT g.line_no, row_number() OVER (ORDER BY g.line_no) - 1 AS pos
-        FROM total, generate_series(1, total.n) AS g(line_no)
-        WHERE g.line_no NOT IN (SELECT line_no FROM bad))
+    WITH {good_numbers_sql("SELECT count(*) FROM _rl_raw")}
     SELECT n.line_no + {offset} AS line_no, r.line
-    FROM (SELECT {POSITION} AS pos, line FROM _rl_raw) r JOIN good_numbers n USING (pos)
+    FROM (SELECT {POSITION} AS pos, line FROM _rl_raw) r JOIN (SELECT line_no, n - 1 AS pos FROM good) n USING (pos)
     WHERE {NOT_BLANK}
     """
 
@@ -63,10 +81,7 @@ def number_lines_sql(with_rejected_lines: bool, offset: int = 0) -> str:
 def encoding_rejects_sql(offset: int = 0) -> str:
     return f"""
     INSERT INTO {STAGED_REJECTS}
-    SELECT DISTINCT ON (line) line + {int(offset)}, csv_line,
-        CASE WHEN error_type = 'INVALID ENCODING'
-             THEN 'invalid UTF-8: the line has bytes that are not UTF-8; re-encode the file as UTF-8'
-             ELSE 'unreadable line (' || error_type || '): ' || error_message END
+    SELECT DISTINCT ON (line) line + {int(offset)}, csv_line, {ENCODING_REASON_SQL}
     FROM _rl_csv_rejects ORDER BY line
     """
 
@@ -81,8 +96,7 @@ class Staged:
         (``r`` is the line's parse, NULL when invalid); empty when the file ends cleanly."""
         if self.cut_line is None:
             return ""
-        return (f"WHEN r IS NULL AND line_no = {int(self.cut_line)} THEN 'invalid JSON on the last line, which "
-                "has no line end: the file looks truncated (was the writer stopped mid-write?)'")
+        return f"WHEN r IS NULL AND line_no = {int(self.cut_line)} THEN {TRUNCATED_REASON}"
 
 
 def stage_lines(con: duckdb.DuckDBPyConnection, path: Path, offset: int = 0) -> Staged:

@@ -8,7 +8,7 @@ from typing import Callable, Iterable
 import duckdb
 
 from .context import LoadContext, LoadResult
-from .convert import Item, guarded
+from .convert import Item, guarded, raw_text
 from .lines import STAGED_REJECTS, add_rejects
 
 
@@ -38,11 +38,11 @@ def load_records(ctx: LoadContext, records: Iterable[tuple[int, object, str, str
             continue
         n += 1
         if problem or not isinstance(rec, dict):
-            rejects.append((number, raw[:2000], f"line {number}: {problem or 'not a JSON object'}"))
+            rejects.append((number, raw_text(raw), f"line {number}: {problem or 'not a JSON object'}"))
             continue
         item = guarded(f"line {number}", rec, lambda: Item("", record={"rows": rows_of(rec)}))
         if item.record is None:
-            rejects.append((number, raw[:2000], f"line {number}: {item.reason}"))
+            rejects.append((number, raw_text(raw), f"line {number}: {item.reason}"))
         else:
             rows.extend(item.record["rows"])
     write(ctx.con, rows, rejects, ctx.source_id)

@@ -14,14 +14,12 @@ OpenAI-compatible API report OpenAI job events: format ``openai-finetune``.
 """
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 
 from .. import step_metrics
 from ..context import LoadContext, LoadResult
-from ..convert import BadField, int32, preview
+from ..convert import BadField, csv_records, int32, preview
 from .openai_finetune import split_metric
 
 FORMAT = "bedrock-metrics"
@@ -71,21 +69,9 @@ def rows_of(rec: dict, job: str, validation_file: bool) -> list[tuple]:
     return out
 
 
-def csv_records(ctx: LoadContext):
-    """(line number, row, raw line, problem) of a CSV file with a header."""
-    text = ctx.source.read_text(encoding="utf-8-sig", errors="replace")
-    lines = text.splitlines()
-    reader = csv.DictReader(io.StringIO(text))
-    for row in reader:
-        number = reader.line_num
-        extra = row.pop(None, None)
-        yield number, row, lines[number - 1] if number <= len(lines) else "", (
-            f"{len(extra)} cells more than the header names" if extra else None)
-
-
 def load(ctx: LoadContext) -> LoadResult:
     found = JOB_FOLDER.search(str(ctx.path))
     job = ctx.run or (f"model-customization-job-{found.group(1)}" if found else ctx.path.stem)
     validation = "validation" in ctx.path.name or "validation_artifacts" in ctx.path.parts
     notes = [] if ctx.run else [f"{ctx.path}: job '{job}' (--run to name it)"]
-    return step_metrics.load_records(ctx, csv_records(ctx), lambda rec: rows_of(rec, job, validation), notes)
+    return step_metrics.load_records(ctx, csv_records(ctx.source), lambda rec: rows_of(rec, job, validation), notes)

@@ -22,8 +22,7 @@ import re
 
 from .. import step_metrics
 from ..context import LoadContext, LoadResult
-from ..convert import BadField, field, int32, jsonl_records, preview
-from .bedrock_metrics import csv_records
+from ..convert import BadField, csv_records, field, int32, jsonl_records, preview
 from .openai_finetune import split_metric
 
 FORMAT = "gemini-metrics"
@@ -75,7 +74,7 @@ def rows_of(rec: dict, job: str) -> list[tuple]:
 
 def load(ctx: LoadContext) -> LoadResult:
     job = ctx.run or ctx.path.stem
-    records = csv_records(ctx) if ctx.path.suffix == ".csv" else jsonl_records(ctx.source, ctx.line_offset)
+    records = csv_records(ctx.source) if ctx.path.suffix == ".csv" else jsonl_records(ctx.source, ctx.line_offset)
     notes = [] if ctx.run else [f"{ctx.path}: job '{job}' (the file's name; --run to name it)"]
     return step_metrics.load_records(ctx, records, lambda rec: rows_of(rec, job), notes)
 

@@ -18,7 +18,7 @@ from .. import identity
 from ..context import LoadContext, LoadResult
 from ..filescan import line_chunks
 from ..fields import Field, first_problem_sql, lit, required_checks, type_checks
-from ..lines import gathered_rejects
+from ..lines import TRUNCATED_REASON, gathered_rejects
 from ...store.stop_reasons import stop_reason_sql
 
 FORMAT = "native"
@@ -227,10 +227,6 @@ def grade_values() -> dict[str, str]:
     return v
 
 
-TRUNCATED = ("'invalid JSON on the last line, which has no line end: the file looks truncated (was the writer "
-             "stopped mid-write?)'")
-
-
 def rows_sql() -> str:
     """One row per record: typed top-level values and its reject reason (NULL when it loads). What
     the user gave with the file (--run, --step, --split: ``s``) overrides the record's own."""
@@ -255,7 +251,7 @@ def rows_sql() -> str:
     CREATE OR REPLACE TEMP TABLE _rl_rows AS
     SELECT pos, seg, line_no,
         CASE
-        WHEN r IS NULL AND line_no = s.cut_line THEN {TRUNCATED}
+        WHEN r IS NULL AND line_no = s.cut_line THEN {TRUNCATED_REASON}
         WHEN r IS NULL THEN 'invalid JSON: fix the line or remove it'
         WHEN NOT is_object THEN 'not a JSON object: each line must be one rollout object'
         ELSE coalesce(container_problem, {first_problem_sql(checks)})
@@ -610,7 +606,7 @@ def load(ctx: LoadContext) -> LoadResult:
             ctx.batch.add_converted(ctx.target, ctx)
         else:
             ctx.batch.add_file(ctx.target, ctx)
-        return LoadResult(0, 0, deferred=True)
+        return LoadResult(0, 0)  # counted when the batch loads (ctx.target)
     if ctx.converted is not None:
         return Batch.alone(ctx).add_converted(None, ctx).finish()
     size = ctx.source.stat().st_size

@@ -31,7 +31,7 @@ from pathlib import Path
 from ..chat import convert_messages
 from ..context import LoadContext, LoadResult
 from ..lines import STAGED_REJECTS
-from ..convert import (BadField, Evaluation, Item, dumps, field, harness_error_status, jsonl_items, label_of,
+from ..convert import (BadField, Evaluation, dumps, field, harness_error_status, jsonl_items, label_of,
                        lenient_obj, load_items, loads_file, preview, readable)
 
 FORMAT = "verifiers"
