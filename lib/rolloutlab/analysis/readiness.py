@@ -14,6 +14,8 @@ import pandas as pd
 
 from ..store import catalog
 from .. import config
+from ..text import fmt
+from ..text.htmltext import missing
 from .metrics import graders, scores
 from .metrics.costs import truncation_check
 from .metrics.common import common_threshold, included_sql, params, resolve_runs, run_sql
@@ -272,8 +274,9 @@ def check_graders(c: Context) -> dict:
     stats = stats[stats.rollouts >= n_min]
     if stats.empty:
         return _row("graders", "skip", None, thr, f"No grader scored {n_min} or more rollouts of this run.")
-    pairs = stats.attrs["pairs"]
-    pairs = pairs[(pairs.rollouts >= n_min) & (pairs.disagree_share > limit)]
+    sized = stats.attrs["pairs"]
+    sized = sized[sized.rollouts >= n_min]
+    pairs = sized[sized.disagree_share > limit]
     flat = stats[stats["std"] == 0]
     notes = [f"{g} always gave {v:g}" for g, v in zip(flat.grader, flat["mean"])]
     notes += [f"{a} and {b} disagree on {_pct(d)} of {n} rollouts (e.g. {', '.join(ex[:2])})"
@@ -284,9 +287,8 @@ def check_graders(c: Context) -> dict:
                     f"it runs and sees the answer); graders that disagree on more than {_pct(limit)} of rollouts "
                     "reward different things: decide which one you mean, or fix the broken one. See "
                     "rl.grader_stats.", "; ".join(notes[: c.t["examples"]]))
-    worst = stats.attrs["pairs"]
-    worst = worst[worst.rollouts >= n_min].disagree_share.max() if len(worst) else None
-    agree = ("" if worst is None or worst != worst else
+    worst = sized.disagree_share.max()
+    agree = ("" if worst != worst else
              f"; the two that disagree most do on {_pct(worst)} of rollouts (at most {_pct(limit)})")
     return _row("graders", "pass", 0, thr, f"{len(stats)} grader(s) vary{agree}.")
 
@@ -518,6 +520,16 @@ def check_split_shift(c: Context) -> dict:
 # or plain numbers. A check's kind of value lives with it.
 SHARE_CHECKS = {"signal_share", "saturation", "infra_errors", "ungraded", "rejected_records", "truncation",
                 "long_tail", "tool_budget"}
+
+
+def check_value(check_name: str, value) -> str:
+    """A readiness check's value as people read it: shares as percentages, counts with separators."""
+    import numpy as np
+
+    if missing(value):
+        return ""
+    value = value.item() if isinstance(value, np.generic) else value
+    return fmt.share(value) if check_name in SHARE_CHECKS else fmt.number(value)
 
 CHECKS: list[Callable[[Context], dict]] = [
     check_baseline_nonzero, check_attempts, check_signal_share, check_saturation, check_reward_granularity,

@@ -4,38 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import (EXIT_OK, NO_RUNS, PASS_THRESHOLD_HELP, _add_db, _plain, _price_warnings, _prices_note,
+from ..text import fmt
+from .common import (EXIT_OK, NO_RUNS, PASS_THRESHOLD_HELP, _add_db, _price_warnings, _prices_note,
                      _print_metrics, _print_table, _printed_as_json_or_empty, _read, _sentence)
-
-def _kinds_format(shares=(), dollars=(), counts=(), numbers=()):
-    """``format_of(column)`` for ``_print_metrics`` and ``_people_table``: the named columns by
-    their kind (a name ending in ``_share`` is a share), the rest by ``fmt.value``."""
-    from ..text import fmt
-
-    def format_of(name: str):
-        if name in shares or name.endswith("_share"):
-            return fmt.share
-        if name in dollars:
-            return fmt.dollars
-        if name in counts:
-            return fmt.count
-        if name in numbers:
-            return fmt.number
-        return fmt.formatter(name)
-
-    return format_of
-
-
-def _people_table(df, format_of):
-    """``df`` with every cell as text, column by column through ``format_of(column)``."""
-    return df.apply(lambda col: col.map(lambda v: format_of(col.name)(_plain(v))).astype(object))
-
 
 COST_COLUMNS = ["model", "price_model", "cost_source", "rollouts", "samples", "cost_coverage", "cost_total",
                 "cost_per_rollout", "cost_per_sample", "cost_per_solved", "mean_score", "passes", "truncated",
                 "cost_truncated", "n_excluded", "cost_excluded", "input_tokens", "output_tokens", "reasoning_tokens"]
-COST_DOLLARS = ("cost_total", "cost_per_rollout", "cost_per_sample", "cost_per_solved", "cost_truncated",
-                "cost_excluded", "cost_usd")
 COST_SAMPLE_COLUMNS = ["run", "sample_id", "rollouts", "score_mean", "passes", "cost_usd", "n_cost", "truncated"]
 
 
@@ -59,7 +34,6 @@ def cmd_cost(args) -> int:
     if _printed_as_json_or_empty(args, df, "no rollouts to cost: rolloutlab ingest PATH" if args.by != "sample"
                                  else "no counted rollouts"):
         return EXIT_OK
-    format_of = _kinds_format(shares=("cost_coverage",), dollars=COST_DOLLARS)
     if args.by == "sample":
         pos = {r: i for i, r in enumerate(dict.fromkeys(df.run))}
         ordered = df.assign(_pos=df.run.map(pos)).sort_values(["_pos", "cost_usd", "sample_id"],
@@ -67,11 +41,11 @@ def cmd_cost(args) -> int:
         shown = ordered[COST_SAMPLE_COLUMNS]
         if args.limit:
             shown = shown.head(args.limit)
-        _print_table(_people_table(shown, format_of))
+        _print_table(fmt.table(shown))
         if len(shown) < len(df):
             print(f"(the {len(shown)} costliest samples of {len(df):,}; --limit 0 for all)")
     else:
-        _print_metrics(_by_run(df, COST_COLUMNS, args.by), format_of)
+        _print_metrics(_by_run(df, COST_COLUMNS, args.by))
         if df.n_excluded.sum():
             print(f"\n{int(df.n_excluded.sum()):,} infra-error / ungraded rollouts left out (cost_excluded: what they "
                   "cost; --include-errors counts them)")
@@ -95,12 +69,11 @@ def cmd_tokens(args) -> int:
     if _printed_as_json_or_empty(args, df, NO_RUNS if args.by in ("run", "step")
                                  else f"no tool calls in {', '.join(args.run) if args.run else 'any run'}"):
         return EXIT_OK
-    format_of = _kinds_format(shares=("output_share",))
     if args.by in ("run", "step"):
-        _print_metrics(_by_run(df, TOKEN_COLUMNS, args.by), format_of)
+        _print_metrics(_by_run(df, TOKEN_COLUMNS, args.by))
         print("\nper counted rollout (infra errors and ungraded left out; --include-errors counts them)")
     else:
-        _print_table(_people_table(df.drop(columns=["unit"], errors="ignore"), format_of))
+        _print_table(fmt.table(df.drop(columns=["unit"], errors="ignore")))
         print("\ntool output in characters: tool results carry no token counts"
               + ("; the canonical tables hold no tokens per turn" if args.by == "turn" else ""))
     return EXIT_OK
@@ -112,7 +85,7 @@ def cmd_truncation(args) -> int:
     df = _read(args, lambda con: truncation(con, args.run, by=args.by, include_errors=args.include_errors))
     if _printed_as_json_or_empty(args, df, NO_RUNS):
         return EXIT_OK
-    _print_metrics(df.drop(columns=["step_known", "unknown_words"], errors="ignore"), _kinds_format())
+    _print_metrics(df.drop(columns=["step_known", "unknown_words"], errors="ignore"))
     from ..analysis.metrics.costs import unknown_words_text
 
     for run, n, words in zip(df.run, df.unknown_stop, df.unknown_words):

@@ -85,8 +85,7 @@ def cmd_ingest(args) -> int:
         print(_ingest_total(result, config.db_path(args.db)))
     # failure: records were read but none loaded (nor already loaded), or no file could be read at
     # all; a file that holds no records (a tau2 file without simulations) is not a failure
-    read = result[result.action != "unchanged"]
-    nothing = (read.records.sum() > 0 and read.loaded.sum() == 0 and read.duplicates.sum() == 0
+    nothing = (result.records.sum() > 0 and result.loaded.sum() == 0 and result.duplicates.sum() == 0
                and not (result.action == "unchanged").any())
     return EXIT_FAILED if nothing or (result.action == "failed").all() else EXIT_OK
 

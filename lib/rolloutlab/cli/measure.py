@@ -155,8 +155,7 @@ def cmd_summary(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from ..analysis.readiness import check, failed
-    from ..views.report import check_value
+    from ..analysis.readiness import check, check_value, failed
 
     df = _read(args, lambda con: check(con, args.run, pass_threshold=args.pass_threshold,
                                        tool_budget=args.tool_budget))

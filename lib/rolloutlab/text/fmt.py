@@ -103,11 +103,10 @@ def unit_value(x, unit: str | None) -> str:
     return number(x)
 
 
+@_cell
 def unit_diff(x, unit: str | None) -> str:
     """A difference of a metric by its unit, always signed: +10.8 pp, -$0.0486, +4.1 s."""
     x = _plain(x)
-    if _missing(x) or isinstance(x, str):
-        return MISSING if _missing(x) else x
     if unit == "share":
         return points(x)
     if unit == "USD":

@@ -135,10 +135,6 @@ def _num(value) -> str:
     return "" if _missing(value) else fmt.number(value)
 
 
-def _count(value) -> str:
-    return "" if _missing(value) else fmt.count(value)
-
-
 COLUMNS = (("run", 12), ("sample", 14), ("#", 3), ("status", 11), ("score", 6), ("calls", 5), ("latency", 8),
            ("final answer", 60))
 
@@ -235,7 +231,7 @@ def _call_html(call, output) -> str:
     output's start."""
     args = "" if _missing(call.arguments) else str(call.arguments)
     facts = [esc(call.status), f"{_num(call.latency_s)} s" if not _missing(call.latency_s) else "",
-             f"{_count(call.output_chars)} chars out" if not _missing(call.output_chars) else ""]
+             f"{fmt.count(call.output_chars)} chars out" if not _missing(call.output_chars) else ""]
     error = "" if _missing(call.error) else f" <span class='rl-error'>{esc(call.error, 200)}</span>"
     shown = "" if output is None else f"<pre class='rl-out'>{esc(output, OUTPUT_START)}</pre>"
     cls = "rl-call" if call.status == "ok" else "rl-call rl-failed"
@@ -290,10 +286,10 @@ def facts_html(r: dict) -> str:
 
     tokens = ""
     if given("input_tokens") or given("output_tokens"):
-        tokens = f"tokens in/out {_count(r.get('input_tokens')) or '—'}/{_count(r.get('output_tokens')) or '—'}"
-    calls = f"{_count(r['n_tool_calls'])} tool calls" if given("n_tool_calls") else ""
+        tokens = f"tokens in/out {fmt.count(r.get('input_tokens'))}/{fmt.count(r.get('output_tokens'))}"
+    calls = f"{fmt.count(r['n_tool_calls'])} tool calls" if given("n_tool_calls") else ""
     if calls and given("n_turns"):
-        calls += f" in {_count(r['n_turns'])} turns"
+        calls += f" in {fmt.count(r['n_turns'])} turns"
     parts = [f"<b>{esc(r['run_id'])}</b>", f"sample <b>{esc(r['sample_id'])}</b>" if given("sample_id") else "",
              f"attempt {esc(r['attempt'])}" if given("attempt") else "", f"status <b>{esc(r['status'])}</b>",
              f"score {_num(r['score'])}" if given("score") else "", calls,
@@ -351,7 +347,7 @@ def trajectory_html(t: Trajectory, suspect: str | None = None) -> str:
     error = "" if _missing(r.get("error")) else f"<p class='rl-error'>error: {esc(r['error'])}</p>"
     grades = "".join(f"<li>{esc(g.grader)}: {_num(g.score)}</li>" for g in t.grades.itertuples())
     transcript = transcript_html(t.messages, t.calls)
-    answer = "—" if _missing(r.get("final_answer")) else esc(r["final_answer"])
+    answer = fmt.MISSING if _missing(r.get("final_answer")) else esc(r["final_answer"])
     return (f"<div class='rl-trajectory'>{flag}<p>{facts_html(r)}</p>{error}"
             f"<p>final answer: <code class='rl-answer'>{answer}</code></p>{sample_html(t.sample)}"
             f"<p>grades:</p><ul>{grades or '<li>none</li>'}</ul><h4>tool calls</h4>{timeline_html(t.calls)}"

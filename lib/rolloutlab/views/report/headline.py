@@ -18,7 +18,7 @@ from ...text import fmt
 from ...text.fmt import unit_diff, unit_interval, unit_value
 from ...text.htmltext import esc as _e, missing
 from .page import _plain, _table, check_value
-from .power import _power_p, power_html
+from .power import _power_p
 
 # Truncated rollouts (stopped by a turn, token or time limit) count with the score they ended
 # with: a caveat when more than this share of either run's rollouts were truncated.
@@ -395,8 +395,7 @@ def require_shared(cmp: pd.DataFrame) -> pd.DataFrame:
         f"{a['candidate_only']} only in {candidate}): {why}.")
 
 
-def _headline(con, base, candidate, cmp, suspects, checks, power_line=None) -> str:
+def _headline(con, base, candidate, cmp, suspects, checks, power_line: tuple[str, bool]) -> str:
     v = verdict(con, base, candidate, cmp, suspects=suspects, checks=checks)
-    power = power_html(con, base, candidate) if power_line is None else _power_p(*power_line)
-    return ("<h2>Headline</h2>" + verdict_html(v) + headline_html(cmp) + power
+    return ("<h2>Headline</h2>" + verdict_html(v) + headline_html(cmp) + _power_p(*power_line)
             + "<details><summary>All metrics</summary>" + metrics_table(cmp) + "</details>")

@@ -8,7 +8,7 @@ from datetime import datetime
 import numpy as np
 import pandas as pd
 
-from ...analysis.readiness import SHARE_CHECKS
+from ...analysis.readiness import SHARE_CHECKS, check_value  # noqa: F401  (re-exported by the report)
 from ...text import fmt
 from ...text.htmltext import esc as _e, missing
 
@@ -121,14 +121,6 @@ def _cell(v) -> str:
     if missing(v):
         return fmt.MISSING
     return fmt.value(v)
-
-
-def check_value(check_name: str, value) -> str:
-    """A readiness check's value as people read it: shares as percentages, counts with separators."""
-    value = _plain(value)
-    if missing(value):
-        return ""
-    return fmt.share(value) if check_name in SHARE_CHECKS else fmt.number(value)
 
 
 def long_text(value) -> str:
